@@ -1,0 +1,180 @@
+"""``Fusion``: a registry of tools plus the engine that runs their calls."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import anyio
+
+from .background import Detached, spawn
+from .builder import BuilderFactory
+from .call import Call
+from .context import Context
+from .errors import UNKNOWN_TOOL, ToolError
+from .middleware import Middleware, compose
+from .result import CallResult
+from .schema import validate_input
+from .streaming import ProgressEvent
+from .tool import Tool
+
+
+class Fusion:
+    """An app: ``app.f`` builds tools, ``await app.call(name, args)`` runs them.
+
+    Options: ``middleware`` (app-wide, outermost), ``context_factory(request_info)``
+    returning a dict merged into ``ctx.state``, ``grace`` (seconds an aborted
+    handler's cleanup may take before its slots are released) and ``max_rounds``
+    (input rounds per call).
+    """
+
+    def __init__(
+        self,
+        name: str = "fusion-nb",
+        *,
+        version: str = "0.1.0",
+        instructions: str | None = None,
+        middleware: Iterable[Middleware] = (),
+        context_factory: Callable[[Any], Mapping[str, Any]] | None = None,
+        grace: float = 5.0,
+        max_rounds: int = 8,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.middleware: list[Middleware] = list(middleware)
+        self.context_factory = context_factory
+        self.grace = grace
+        self.max_rounds = max_rounds
+        self.f = BuilderFactory(self)
+        self._tools: dict[str, Tool] = {}
+        self._calls: dict[str, Call] = {}
+        self._workers: set[Detached] = set()
+        self._ids = itertools.count(1)
+        self._registry_listeners: list[Callable[[], None]] = []
+        self._idle: anyio.Event | None = None
+
+    # -- registry --------------------------------------------------------------------
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add ``tool``, replacing any tool of the same name; listeners hear of the change."""
+        self._tools[tool.name] = tool
+        self._registry_changed()
+        return tool
+
+    def remove(self, name: str) -> bool:
+        if self._tools.pop(name, None) is None:
+            return False
+        self._registry_changed()
+        return True
+
+    def use(self, middleware: Middleware) -> Fusion:
+        """Add app-wide middleware (outermost); existing tools are recomposed once."""
+        self.middleware.append(middleware)
+        for tool in self._tools.values():
+            tool.chain = compose([*self.middleware, *tool.middleware], tool._terminal)
+        return self
+
+    def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        self._registry_listeners.append(listener)
+        return lambda: self._registry_listeners.remove(listener) if listener in self._registry_listeners else None
+
+    def _registry_changed(self) -> None:
+        for listener in list(self._registry_listeners):
+            listener()
+
+    # -- calls -----------------------------------------------------------------------
+    def start(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        request_info: Any = None,
+    ) -> Call:
+        """Start a call and return its handle at once (it may already be settled)."""
+        tool = self._tools.get(name)
+        call = Call(self, tool, str(next(self._ids)), on_progress)
+        if tool is None:
+            call._settle(CallResult.failure(unknown_tool(name, self._tools)), "failed")
+            return call
+        try:
+            value = validate_input(name, tool.input_model, args)
+            state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
+        except ToolError as error:
+            call._settle(CallResult.failure(error), "failed")
+            return call
+        call.ctx = Context(call, tool, self, state, value)
+        self._calls[call.id] = call
+        call._start()
+        return call
+
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        request_info: Any = None,
+    ) -> CallResult:
+        """Run a call to its result; cancelling the awaiting task aborts it."""
+        return await self.start(name, args, on_progress=on_progress, request_info=request_info).wait()
+
+    @property
+    def active_calls(self) -> list[Call]:
+        return list(self._calls.values())
+
+    @property
+    def background_tasks(self) -> int:
+        """Detached tasks still running (call workers and reapers); 0 when fully idle."""
+        return len(self._workers)
+
+    async def aclose(self) -> None:
+        """Abort every live call and wait (up to ``grace``) for their cleanup."""
+        for call in self.active_calls:
+            call.cancel()
+        await self.wait_background(self.grace)
+
+    async def wait_background(self, timeout: float | None = None) -> bool:
+        """Wait until no detached task runs; returns False on timeout."""
+        with anyio.move_on_after(timeout):
+            while self._workers:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+            return True
+        return False
+
+    def _spawn(self, fn: Callable[[], Any], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:
+        """Start a detached task that ``background_tasks`` counts until it ends."""
+        handle: Detached
+
+        def finished() -> None:
+            self._workers.discard(handle)
+            if on_done is not None:
+                on_done()
+            if not self._workers and self._idle is not None:
+                self._idle.set()
+
+        handle = spawn(fn, name=name, on_done=finished)
+        if not handle.done:
+            self._workers.add(handle)
+        return handle
+
+    def _forget(self, call: Call) -> None:
+        self._calls.pop(call.id, None)
+
+    def __repr__(self) -> str:
+        return f"<Fusion {self.name!r} tools={len(self._tools)}>"
+
+
+def unknown_tool(name: str, tools: Mapping[str, Tool]) -> ToolError:
+    known = ", ".join(sorted(tools)) or "none"
+    return ToolError(UNKNOWN_TOOL, f'There is no tool named "{name}" (available tools: {known}).',
+                     recovery="Call tools/list and use one of the listed names.", details={"tool": name})

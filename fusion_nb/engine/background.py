@@ -1,0 +1,98 @@
+"""Detached tasks: work that must outlive the caller that started it.
+
+A call settles the moment it is aborted, while its handler's cleanup goes on in the
+background. anyio has no portable way to start a task that outlives its caller, so
+this module does it per backend: an asyncio task, or a trio system task inside a
+cancel scope. Cancellation is the backend's own: one ``CancelledError`` on asyncio
+(so ``finally: await ...`` cleanup runs), a cancelled scope on trio (shield cleanup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger("fusion_nb")
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return asyncio.current_task() is not None
+
+
+class Detached:
+    """Handle of one detached task: ``cancel()`` it, see whether it is ``done``."""
+
+    __slots__ = ("_task", "_scope", "done", "_on_done")
+
+    def __init__(self) -> None:
+        self._task: Any = None
+        self._scope: Any = None
+        self.done = False
+        self._on_done: Callable[[], None] | None = None
+
+    def cancel(self) -> None:
+        if self.done:
+            return
+        if self._task is not None:
+            self._task.cancel()
+        elif self._scope is not None:
+            self._scope.cancel()
+
+    def _finished_task(self, task: Any) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        self.done = True
+        if self._on_done is not None:
+            self._on_done()
+
+
+def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:
+    """Run ``fn()`` detached in a copy of the current context.
+
+    ``fn`` must handle its own errors; anything escaping is logged, never raised.
+    ``on_done`` runs on the loop once the task has finished, whatever the outcome.
+    """
+    handle = Detached()
+    handle._on_done = on_done
+    if _on_asyncio():
+        # A task cancelled before its first step never runs its body, so the done
+        # callback (not a ``finally``) is what reliably marks it finished.
+        task = handle._task = asyncio.get_running_loop().create_task(_guarded(fn, name), name=name)
+        task.add_done_callback(handle._finished_task)
+    else:
+        import trio
+
+        scope = handle._scope = trio.CancelScope()
+
+        async def in_scope() -> None:
+            try:
+                with scope:
+                    await _guarded(fn, name)
+            finally:
+                handle._finish()
+
+        trio.lowlevel.spawn_system_task(in_scope, name=name, context=contextvars.copy_context())
+    return handle
+
+
+async def _guarded(fn: Callable[[], Awaitable[Any]], name: str) -> None:
+    try:
+        await fn()
+    except BaseException as exc:  # noqa: BLE001 - a detached task has nobody to raise to
+        if _is_cancellation(exc):
+            raise
+        log.exception("fusion-nb background task %s failed", name)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, asyncio.CancelledError):
+        return True
+    return type(exc).__name__ == "Cancelled" and type(exc).__module__.startswith("trio")

@@ -1,0 +1,61 @@
+"""The default presenter: a response value becomes MCP content (as plain dicts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def image_type(data: bytes) -> str | None:
+    for magic, mime in _IMAGE_MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Return ``(content, structured_content)`` for a response value."""
+    if value is None:
+        return [], None
+    if isinstance(value, str):
+        return [text(value)], None
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return [text(json.dumps(value, default=str, ensure_ascii=False))], value
+    if isinstance(value, (list, tuple)):
+        data = list(value)
+        return [text(json.dumps(data, default=str, ensure_ascii=False))], {"result": data}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        mime = image_type(data)
+        if mime:
+            return [{"type": "image", "data": base64.b64encode(data).decode("ascii"), "mimeType": mime}], None
+        return [{"type": "resource", "resource": {"uri": "data:application/octet-stream", "blob": base64.b64encode(data).decode("ascii"), "mimeType": "application/octet-stream"}}], None
+    if isinstance(value, (bool, int, float)):
+        return [text(json.dumps(value))], {"result": value}
+    for method in ("_repr_markdown_", "_repr_html_"):
+        render = getattr(value, method, None)
+        if callable(render):
+            rendered = render()
+            if isinstance(rendered, tuple):
+                rendered = rendered[0]
+            if isinstance(rendered, str):
+                return [text(rendered)], None
+    return [text(str(value))], None

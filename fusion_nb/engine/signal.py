@@ -1,0 +1,72 @@
+"""The abort signal every call owns: aborted once, observed at every stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from .errors import Aborted
+
+
+class AbortSignal:
+    """One-shot abort flag with an awaitable event and callbacks.
+
+    ``aborted`` is a plain attribute, so worker threads may poll it cheaply.
+    ``abort`` must be called on the event loop thread.
+    """
+
+    __slots__ = ("aborted", "reason", "_event", "_callbacks")
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self.reason: str | None = None
+        self._event: anyio.Event | None = None
+        self._callbacks: list[Callable[[str], None]] = []
+
+    def abort(self, reason: str) -> bool:
+        """Abort with ``reason`` (an error code); returns False if already aborted."""
+        if self.aborted:
+            return False
+        self.aborted = True
+        self.reason = reason
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(reason)
+        return True
+
+    def on_abort(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Run ``callback(reason)`` on abort (at once if already aborted); returns an undo."""
+        if self.aborted:
+            callback(self.reason or "")
+            return _noop
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
+
+        return remove
+
+    async def wait(self) -> str:
+        """Wait until aborted; returns the reason."""
+        if not self.aborted:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        return self.reason or ""
+
+    def raise_if_aborted(self) -> None:
+        if self.aborted:
+            raise Aborted(self.reason or "")
+
+    def __repr__(self) -> str:
+        return f"<AbortSignal aborted={self.aborted} reason={self.reason!r}>"
+
+
+def _noop() -> None:
+    pass

@@ -1,0 +1,72 @@
+"""FIFO slots whose aborted waiters leave the queue without handing anything on.
+
+One mechanism serves two stages: a tool's concurrency limit (``max_active`` slots,
+``max_queue`` waiters) and a mutation's serializer (one slot, unbounded queue).
+A released slot is handed straight to the first waiter, so nobody can overtake the
+queue; a waiter cancelled while waiting removes itself, and if the slot reached it
+in the same instant it passes the slot on rather than dropping it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import anyio
+
+from .errors import SERVER_BUSY, ToolError
+
+
+class Slots:
+    __slots__ = ("name", "max_active", "max_queue", "active", "waiters")
+
+    def __init__(self, name: str, max_active: int = 1, max_queue: int | None = None) -> None:
+        if max_active < 1:
+            raise ValueError("max_active must be at least 1")
+        if max_queue is not None and max_queue < 0:
+            raise ValueError("max_queue must not be negative")
+        self.name = name
+        self.max_active = max_active
+        self.max_queue = max_queue
+        self.active = 0
+        self.waiters: deque[anyio.Event] = deque()
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiters)
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting FIFO; raises ``SERVER_BUSY`` when the queue is full."""
+        if self.active < self.max_active and not self.waiters:
+            self.active += 1
+            return
+        if self.max_queue is not None and len(self.waiters) >= self.max_queue:
+            raise ToolError(
+                SERVER_BUSY,
+                f'Tool "{self.name}" is at capacity ({self.active} active, {len(self.waiters)} queued).',
+                recovery="Retry after a short delay, or make fewer concurrent calls to this tool.",
+                details={"active": self.active, "queued": len(self.waiters)},
+                retry_after=1,
+            )
+        turn = anyio.Event()
+        self.waiters.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():
+                self.release()  # the slot reached us as we were cancelled: pass it on
+            else:
+                self.waiters.remove(turn)
+            raise
+
+    def release(self) -> None:
+        if self.waiters:
+            self.waiters.popleft().set()  # hand over: ``active`` is unchanged
+        else:
+            self.active -= 1
+
+    @property
+    def idle(self) -> bool:
+        return self.active == 0 and not self.waiters
+
+    def __repr__(self) -> str:
+        return f"<Slots {self.name!r} active={self.active} queued={len(self.waiters)}>"
