@@ -1,0 +1,121 @@
+"""Engine overhead: ``app.call`` against calling the bare handler, in the same run.
+
+Prints a table per backend. Machines here are noisy: read the ratios, not the times.
+Run: ``.venv/bin/python benchmarks/engine.py [--calls N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import anyio
+
+from fusion_nb import Fusion, progress, respond
+
+
+def build_app() -> Fusion:
+    app = Fusion("bench")
+
+    @app.f.action("echo").with_string("text").handle
+    async def echo(input, ctx):
+        return input.text
+
+    @app.f.action("stream").handle
+    async def stream(input, ctx):
+        yield progress(25)
+        yield progress(50)
+        yield progress(75)
+        yield respond("done")
+
+    @app.f.action("flood").with_integer("n").handle
+    async def flood(input, ctx):
+        for i in range(input.n):
+            yield progress(i * 100 / input.n)
+
+    @app.f.action("stuck").handle
+    async def stuck(input, ctx):
+        try:
+            await anyio.sleep_forever()
+        finally:
+            ctx.state["unwound"] = time.perf_counter()
+
+    return app
+
+
+async def per_call(fn, n: int) -> float:
+    for _ in range(min(200, n)):
+        await fn()
+    start = time.perf_counter()
+    for _ in range(n):
+        await fn()
+    return (time.perf_counter() - start) / n
+
+
+async def run(calls: int) -> list[tuple[str, str, str]]:
+    app = build_app()
+    rows = []
+    echo_handler, stream_handler = app.get("echo").handler, app.get("stream").handler
+    model = app.get("echo").input_model
+
+    async def bare_echo():
+        return await echo_handler(model(text="hi"), None)
+
+    async def bare_stream():
+        async for _ in stream_handler(None, None):
+            pass
+
+    async def app_echo():
+        return await app.call("echo", {"text": "hi"})
+
+    async def app_stream():
+        return await app.call("stream", on_progress=lambda e: None)
+
+    for label, bare, full in (("async function", bare_echo, app_echo), ("async generator, 3 progress", bare_stream, app_stream)):
+        bare_t, full_t = [], []
+        for _ in range(3):  # interleave to share the machine's noise
+            bare_t.append(await per_call(bare, calls))
+            full_t.append(await per_call(full, calls))
+        b, f = min(bare_t), min(full_t)
+        rows.append((f"app.call, {label}", f"{f * 1e6:8.1f} us", f"{f / b:6.1f}x bare ({b * 1e6:.1f} us)"))
+
+    flood_n = 100_000
+    for label, listener in (("no listener", None), ("one listener", lambda e: None)):
+        start = time.perf_counter()
+        result = await app.call("flood", {"n": flood_n}, on_progress=listener)
+        assert not result.is_error
+        total = time.perf_counter() - start
+        rows.append((f"100,000 progress yields, {label}", f"{total * 1e3:8.1f} ms", f"{total / flood_n * 1e9:6.0f} ns/yield"))
+
+    settle, unwind = [], []
+    for _ in range(300):
+        call = app.start("stuck")
+        await anyio.wait_all_tasks_blocked()
+        t0 = time.perf_counter()
+        call.cancel()
+        await call.wait()
+        settle.append(time.perf_counter() - t0)
+        await app.wait_background()
+        unwind.append(call.ctx.state["unwound"] - t0)
+    for label, samples in (("abort -> settled", settle), ("abort -> handler finally ran", unwind)):
+        q = statistics.quantiles(samples, n=100)
+        rows.append((label, f"p50 {q[49] * 1e6:6.1f} us", f"p99 {q[98] * 1e6:6.1f} us"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=5000)
+    args = parser.parse_args()
+    for backend in ("asyncio", "trio"):
+        rows = anyio.run(run, args.calls, backend=backend)
+        print(f"\n## engine, {backend}\n")
+        print(f"| {'measure':<44} | {'value':>14} | {'ratio / detail':<28} |")
+        print(f"|{'-' * 46}|{'-' * 16}|{'-' * 30}|")
+        for name, value, ratio in rows:
+            print(f"| {name:<44} | {value:>14} | {ratio:<28} |")
+
+
+if __name__ == "__main__":
+    main()
