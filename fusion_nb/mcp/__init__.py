@@ -1,1 +1,17 @@
-"""Placeholder: built by a later issue."""
+"""The MCP adapter: a Fusion app served by the official SDK's low-level ``Server``.
+
+``mcp_server(app)`` (in-memory, stdio, HTTP), ``http_app(app, ...)`` (Streamable
+HTTP ASGI app with token, DNS-rebinding and size checks), ``serve_stdio(app)``.
+"""
+
+from .http import http_app
+from .server import FusionServer, RequestInfo, build_server
+from .stdio import serve_stdio
+
+
+def mcp_server(app, **options):
+    """``Fusion.mcp_server()``: the SDK low-level server for ``app``."""
+    return build_server(app, **options)
+
+
+__all__ = ["FusionServer", "RequestInfo", "build_server", "http_app", "mcp_server", "serve_stdio"]

@@ -1,0 +1,100 @@
+"""Telling connected clients that the tool list changed.
+
+Two eras, two routes:
+
+* handshake era (2025-11-25): the server may notify spontaneously on the
+  connection's standalone channel. Connections are remembered when their
+  ``notifications/initialized`` arrives and forgotten when they close.
+* 2026-07-28: change notifications travel only on a ``subscriptions/listen``
+  stream the client opened; the SDK's ``ListenHandler`` serves those from a bus,
+  which this module feeds.
+
+Registry listeners are synchronous, so the sends run in one detached task per
+burst of changes (several registrations in a row produce one notification).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
+
+from ..engine.background import spawn
+
+log = logging.getLogger("fusion_nb")
+
+
+class ToolsChangedBus:
+    """A ``SubscriptionBus`` whose fan-out is synchronous, so a registry listener can publish."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
+
+    def emit(self, event: ServerEvent) -> None:
+        for listener in list(self._listeners.values()):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("fusion-nb subscription listener failed")
+
+    async def publish(self, event: ServerEvent) -> None:
+        self.emit(event)
+        await anyio.lowlevel.checkpoint()
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        token = object()
+        self._listeners[token] = listener
+        return lambda: self._listeners.pop(token, None)
+
+    @property
+    def listening(self) -> int:
+        return len(self._listeners)
+
+
+class ToolsChangedNotifier:
+    """Fans registry changes out to live handshake sessions and 2026 listen streams."""
+
+    def __init__(self) -> None:
+        self.bus = ToolsChangedBus()
+        self.listen_handler = ListenHandler(self.bus)
+        self._sessions: set[ServerSession] = set()
+        self._scheduled = False
+
+    @property
+    def sessions(self) -> int:
+        """Handshake-era connections that will hear of the next change."""
+        return len(self._sessions)
+
+    async def on_initialized(self, ctx: Any, params: Any) -> None:
+        """``notifications/initialized`` handler: remember the connection until it closes."""
+        session: ServerSession = ctx.session
+        self._sessions.add(session)
+        # The SDK unwinds a connection's exit stack when it closes; it has no public accessor.
+        connection = getattr(session, "_connection", None)
+        if connection is not None:
+            connection.exit_stack.callback(self._sessions.discard, session)
+
+    def changed(self) -> None:
+        """Registry listener: publish to listen streams now, to sessions from a detached task."""
+        self.bus.emit(ToolsListChanged())
+        if not self._sessions or self._scheduled:
+            return
+        try:
+            anyio.get_current_task()
+        except Exception:  # no event loop here: nothing is connected through this thread
+            return
+        self._scheduled = True
+        spawn(self._broadcast, name="fusion-nb tools/list_changed")
+
+    async def _broadcast(self) -> None:
+        self._scheduled = False
+        for session in list(self._sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:
+                log.debug("dropping a closed MCP session from tools/list_changed", exc_info=True)
+                self._sessions.discard(session)

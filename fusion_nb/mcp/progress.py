@@ -1,0 +1,77 @@
+"""Per-call progress for MCP clients: strictly increasing, coalesced, flushed before the result.
+
+Allocated only for calls whose request asked for progress. The engine offers events
+synchronously from the call's worker; a small sender task forwards the newest one at
+most once per ``interval`` seconds, and ``close()`` makes it send the last pending
+value at once so the client sees it before the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from ..engine import ProgressEvent
+
+Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
+
+
+class ProgressPump:
+    """Coalesces ``offer()``ed events and sends them through ``report`` (``ctx.session.report_progress``)."""
+
+    __slots__ = ("_report", "_interval", "_high", "_pending", "_wake", "_closing", "_closed")
+
+    def __init__(self, report: Report, interval: float) -> None:
+        self._report = report
+        self._interval = interval
+        self._high = -1.0  # the highest value accepted so far (sent or pending)
+        self._pending: ProgressEvent | None = None
+        self._wake = anyio.Event()
+        self._closing = anyio.Event()
+        self._closed = False
+
+    def offer(self, event: ProgressEvent) -> None:
+        """Engine ``on_progress`` hook: keep only values above everything accepted before."""
+        if self._closed or not event.percent > self._high:
+            return
+        self._high = event.percent
+        self._pending = event
+        self._wake.set()
+
+    def close(self) -> None:
+        """No more events: the sender sends what is pending (without waiting) and returns."""
+        self._closed = True
+        self._closing.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """The sender task: one notification per wake-up, then a pause of ``interval``."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            event, self._pending = self._pending, None
+            if event is not None:
+                await self._report(event.percent, 100.0, event.message)
+            if self._closing.is_set():
+                if self._pending is None:
+                    return
+                continue
+            with anyio.move_on_after(self._interval):
+                await self._closing.wait()
+
+
+def wants_progress(ctx: Any) -> bool:
+    """Whether the request asked for progress (so nothing is allocated when it did not).
+
+    Stream and HTTP transports carry a progress token in ``_meta``. The 2026
+    in-process direct path has no token: the caller's callback rides the dispatch
+    context instead, which the SDK exposes no public accessor for.
+    """
+    meta = ctx.meta
+    if meta and meta.get("progress_token") is not None:
+        return True
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    outbound = getattr(outbound, "_inner", outbound)
+    return getattr(outbound, "_on_progress", None) is not None

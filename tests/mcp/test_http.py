@@ -1,0 +1,172 @@
+"""Streamable HTTP on loopback: uvicorn in this loop, the SDK client and raw httpx requests.
+
+asyncio only: uvicorn runs on asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import anyio
+import httpx
+import pytest
+from fusion_mcp_testapp import make_app
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from fusion_nb.mcp import http_app
+from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
+
+pytestmark = pytest.mark.anyio
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class Served:
+    def __init__(self, url, token, app, probe):
+        self.url, self.token, self.app, self.probe = url, token, app, probe
+
+    def headers(self, **extra):
+        return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
+
+    @contextlib.asynccontextmanager
+    async def client(self, mode="auto", token=None):
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(streamable_http_client(self.url, http_client=http), mode=mode) as client:
+                yield client
+
+
+@contextlib.asynccontextmanager
+async def serve(**options):
+    app, probe = make_app("mcp-http-test")
+    asgi = http_app(app, **options)
+    sock = listening_socket()
+    port = sock.getsockname()[1]
+    server = in_loop_server(asgi)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        yield Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe)
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+        await app.aclose()
+
+
+@pytest.fixture
+async def served():
+    async with serve() as s:
+        yield s
+
+
+async def test_generated_token_is_exposed_and_long():
+    app, _ = make_app()
+    asgi = http_app(app)
+    assert isinstance(asgi.state.token, str) and len(asgi.state.token) >= 32
+    assert http_app(app, token="fixed").state.token == "fixed"
+    assert http_app(app, auth=False).state.token is None
+
+
+async def test_missing_or_wrong_token_is_401(served):
+    async with httpx.AsyncClient() as http:
+        missing = await http.post(served.url, json=INIT, headers=JSON_HEADERS)
+        wrong = await http.post(served.url, json=INIT, headers={**JSON_HEADERS, "Authorization": "Bearer nope"})
+        right = await http.post(served.url, json=INIT, headers=served.headers())
+    assert missing.status_code == 401
+    assert wrong.status_code == 401
+    assert right.status_code == 200
+
+
+async def test_bad_host_is_421_and_bad_origin_is_403(served):
+    async with httpx.AsyncClient() as http:
+        bad_host = await http.post(served.url, json=INIT, headers=served.headers(Host="evil.example:80"))
+        bad_origin = await http.post(served.url, json=INIT, headers=served.headers(Origin="http://evil.example"))
+        good_origin = await http.post(served.url, json=INIT, headers=served.headers(Origin="http://localhost:8888"))
+    assert bad_host.status_code == 421
+    assert bad_origin.status_code == 403
+    assert good_origin.status_code == 200
+
+
+async def test_oversized_body_is_413_by_length_and_by_stream():
+    async with serve(max_body_bytes=10_000) as served:
+        big = json.dumps({**INIT, "padding": "x" * 20_000}).encode()
+
+        async def chunks():  # no Content-Length: the limit must count streamed bytes
+            for start in range(0, len(big), 4096):
+                yield big[start:start + 4096]
+
+        async with httpx.AsyncClient() as http:
+            declared = await http.post(served.url, content=big, headers=served.headers())
+            streamed = await http.post(served.url, content=chunks(), headers=served.headers())
+            small = await http.post(served.url, json=INIT, headers=served.headers())
+    assert declared.status_code == 413
+    assert streamed.status_code == 413
+    assert "content-length" not in streamed.request.headers
+    assert small.status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_authorised_call_with_progress(served, mode):
+    seen: list[float] = []
+
+    async def on_progress(value, total, message):
+        seen.append(value)
+
+    async with served.client(mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert listed["echo"].annotations.read_only_hint is True
+        result = await client.call_tool("echo", {"text": "over http"})
+        noisy = await client.call_tool("noisy", {}, progress_callback=on_progress)
+        who = await client.call_tool("whoami", {})
+        failed = await client.call_tool("boom", {})
+    assert result.structured_content == {"result": "over http"}
+    assert noisy.content[0].text == "done"
+    assert seen and seen[-1] == 100 and all(a < b for a, b in zip(seen, seen[1:]))
+    assert who.structured_content["http"] is True
+    assert who.structured_content["token_client"] == "fusion-nb-client"
+    assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED]")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_cancelling_an_http_call_runs_the_handlers_cleanup(served, mode):
+    async with served.client(mode) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: client.call_tool("stall", {}, progress_callback=_ignore))
+            with anyio.fail_after(10):
+                await served.probe["entered"].wait()
+            group.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            await served.probe["cleaned"].wait()
+        again = await client.call_tool("echo", {"text": "after cancel"})
+    assert again.structured_content == {"result": "after cancel"}
+    assert served.app.active_calls == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_stateless_json_mode_answers_without_progress(mode):
+    seen: list[float] = []
+
+    async def on_progress(value, total, message):
+        seen.append(value)
+
+    async with serve(json_response=True, stateless=True) as served:
+        async with served.client(mode) as client:
+            result = await client.call_tool("noisy", {}, progress_callback=on_progress)
+    assert result.content[0].text == "done"
+    assert seen == []  # documented: JSON responses carry no notifications
+
+
+async def _ignore(*args):
+    pass
