@@ -12,7 +12,10 @@ from .background import Detached, spawn
 from .builder import BuilderFactory
 from .call import Call
 from .context import Context
-from .errors import UNKNOWN_TOOL, ToolError
+from .channel import InputChannel, NoChannel, ScriptedAnswers, as_response
+from .errors import INVALID_INPUT, UNKNOWN_TOOL, ToolError
+from .interactive import InputRequest, InputResponse, Rounds, arguments_digest
+from .ask import fields_from_schema
 from .middleware import Middleware, compose
 from .result import CallResult
 from .schema import validate_input
@@ -39,6 +42,7 @@ class Fusion:
         context_factory: Callable[[Any], Mapping[str, Any]] | None = None,
         grace: float = 5.0,
         max_rounds: int = 8,
+        input_channel: InputChannel | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -47,6 +51,8 @@ class Fusion:
         self.context_factory = context_factory
         self.grace = grace
         self.max_rounds = max_rounds
+        #: who answers input requests when a call names no channel (none: fail fast)
+        self.input_channel: InputChannel = input_channel or NoChannel()
         self.f = BuilderFactory(self)
         self._tools: dict[str, Tool] = {}
         self._calls: dict[str, Call] = {}
@@ -98,8 +104,17 @@ class Fusion:
         *,
         on_progress: Callable[[ProgressEvent], None] | None = None,
         request_info: Any = None,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
+        channel: InputChannel | None = None,
+        resume: Mapping[str, Any] | None = None,
+        response: Any = None,
     ) -> Call:
-        """Start a call and return its handle at once (it may already be settled)."""
+        """Start a call and return its handle at once (it may already be settled).
+
+        ``answers`` scripts the answers to input requests; ``channel`` is a
+        transport's own input channel. ``resume`` is a continuation from an earlier
+        input-required result and ``response`` the client's answer to its request.
+        """
         tool = self._tools.get(name)
         call = Call(self, tool, str(next(self._ids)), on_progress)
         if tool is None:
@@ -107,10 +122,17 @@ class Fusion:
             return call
         try:
             value = validate_input(name, tool.input_model, args)
+            if resume is not None:
+                call.rounds, pending = restore(tool.name, args, resume)
+                call._resume = (pending, as_response(pending, response) or InputResponse("cancel"))
             state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
+            if tool.slots is not None:
+                call.queue(tool.slots)
         except ToolError as error:
             call._settle(CallResult.failure(error), "failed")
             return call
+        call.args = args
+        call.channel = ScriptedAnswers(answers) if answers is not None else channel if channel is not None else self.input_channel
         call.ctx = Context(call, tool, self, state, value)
         self._calls[call.id] = call
         call._start()
@@ -122,10 +144,11 @@ class Fusion:
         args: Mapping[str, Any] | None = None,
         *,
         on_progress: Callable[[ProgressEvent], None] | None = None,
-        request_info: Any = None,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
+        **options: Any,
     ) -> CallResult:
-        """Run a call to its result; cancelling the awaiting task aborts it."""
-        return await self.start(name, args, on_progress=on_progress, request_info=request_info).wait()
+        """Run a call to its result; cancelling the awaiting task aborts it (see ``start``)."""
+        return await self.start(name, args, on_progress=on_progress, answers=answers, **options).wait()
 
     @property
     def active_calls(self) -> list[Call]:
@@ -178,3 +201,20 @@ def unknown_tool(name: str, tools: Mapping[str, Tool]) -> ToolError:
     known = ", ".join(sorted(tools)) or "none"
     return ToolError(UNKNOWN_TOOL, f'There is no tool named "{name}" (available tools: {known}).',
                      recovery="Call tools/list and use one of the listed names.", details={"tool": name})
+
+
+def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Rounds, InputRequest]:
+    """Rebuild a call's rounds and pending request from its continuation, or refuse it."""
+    try:
+        foreign = resume.get("tool") != tool_name or resume.get("args") != arguments_digest(args)
+        pending = resume["pending"]
+        rounds = Rounds(int(resume["round"]), dict(resume["answers"]), resume.get("state"))
+        schema = pending.get("schema")
+        request = InputRequest(pending["kind"], pending["message"], fields=fields_from_schema(schema) if schema else None,
+                               url=pending.get("url"), state=pending.get("state"), key=pending["key"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        foreign, request, rounds = True, None, None
+    if foreign:
+        raise ToolError(INVALID_INPUT, f'The request state sent to tool "{tool_name}" does not belong to this call (another tool or other arguments).',
+                        recovery="Start the call again without a request state.")
+    return rounds, request

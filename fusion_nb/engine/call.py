@@ -16,7 +16,12 @@ import anyio
 
 from .background import Detached
 from .context import Context
-from .errors import CANCELLED, INTERNAL_ERROR, TIMEOUT, Aborted, ToolError
+from .ask import validate_form
+from .channel import DEFER, InputChannel
+from .errors import (
+    CANCELLED, ELICITATION_ROUNDS_EXCEEDED, ELICITATION_UNSUPPORTED, INTERNAL_ERROR, INVALID_ANSWER, TIMEOUT, Aborted, ToolError,
+)
+from .interactive import InputRequest, InputResponse, Rounds, _rounds, continuation
 from .present import present
 from .result import CallResult
 from .signal import AbortSignal
@@ -43,7 +48,8 @@ class Call:
     """
 
     __slots__ = ("app", "tool", "id", "signal", "status", "progress", "result", "ctx",
-                 "_settled", "_held", "_worker", "_last_percent", "_on_progress", "_listeners", "_worker_done")
+                 "_settled", "_held", "_worker", "_last_percent", "_on_progress", "_listeners", "_worker_done",
+                 "args", "channel", "rounds", "_resume", "request", "_turn")
 
     def __init__(self, app: Fusion, tool: Tool | None, call_id: str, on_progress: Callable[[ProgressEvent], None] | None) -> None:
         self.app = app
@@ -61,6 +67,13 @@ class Call:
         self._last_percent = -1.0
         self._on_progress = on_progress
         self._listeners: list[Callable[[Call], None]] = []
+        self.args: Any = None
+        self._turn: tuple[Slots, anyio.Event] | None = None
+        self.channel: InputChannel | None = None
+        self.rounds = Rounds()
+        self._resume: tuple[InputRequest, InputResponse] | None = None
+        #: the input request being answered right now (views render it)
+        self.request: InputRequest | None = None
 
     # -- observing -------------------------------------------------------------------
     @property
@@ -115,6 +128,7 @@ class Call:
         if self.result is not None:
             return False
         self.signal.abort(reason)
+        self._leave_queue()
         self._settle(CallResult.failure(abort_error(self.tool.name if self.tool else "?", reason, self.tool.timeout if self.tool else None)), _FINAL_STATUS.get(reason, CANCELLED_STATUS))
         worker = self._worker
         if worker is not None and not worker.done:
@@ -154,7 +168,22 @@ class Call:
         await slots.acquire()
         self._held.append(slots)
 
+    def queue(self, slots: Slots) -> None:
+        """Take a slot or a queue place now, in call order (``SERVER_BUSY`` if full)."""
+        turn = slots.reserve()
+        if turn is None:
+            self._held.append(slots)
+        else:
+            self._turn = (slots, turn)
+
+    def _leave_queue(self) -> None:
+        if self._turn is not None:
+            slots, turn = self._turn
+            self._turn = None
+            slots.leave(turn)
+
     def _release_all(self) -> None:
+        self._leave_queue()
         while self._held:
             self._held.pop().release()
 
@@ -173,6 +202,8 @@ class Call:
             result = self._present(value)
         except ToolError as error:
             result = CallResult.failure(error)
+        except _Deferred as deferred:
+            result = CallResult(input_required=deferred.payload)
         except Aborted:
             return
         except anyio.get_cancelled_exc_class():
@@ -192,10 +223,63 @@ class Call:
 
     async def _pipeline(self) -> Any:
         tool = self.tool
-        if tool.slots is not None:
-            await self.hold(tool.slots)
+        queued = self._turn
+        if queued is not None:
+            await queued[1].wait()
+            if self._turn is not queued:  # aborted as the slot arrived; cancel() passed it on
+                raise Aborted(CANCELLED)
+            self._turn = None
+            self._held.append(queued[0])
         self.set_status(RUNNING)
-        return await tool.chain(self.ctx)
+        rounds = self.rounds
+        _rounds.set(rounds)  # the worker runs in its own context copy
+        if self._resume is not None:
+            request, response = self._resume
+            rounds.record(request, self._checked(request, response, None))
+        while True:
+            value = await tool.chain(self.ctx)
+            if type(value) is not InputRequest:
+                return value
+            rounds.record(value, await self._collect(value))
+
+    async def _collect(self, request: InputRequest) -> InputResponse:
+        """Ask the channel for the answers, re-asking invalid ones where it can."""
+        tool, rounds = self.tool, self.rounds
+        limit = tool.max_rounds or self.app.max_rounds
+        problems: list[str] | None = None
+        while True:
+            rounds.round += 1
+            if rounds.round > limit:
+                raise ToolError(ELICITATION_ROUNDS_EXCEEDED, f'Tool "{tool.name}" asked for input more than {limit} times in one call.',
+                                recovery="Answer fewer follow-up questions per call, or raise the tool's max_rounds.")
+            self.request = request
+            self.set_status(WAITING)
+            channel = self.channel
+            response = await channel.ask(request, self, problems) if channel is not None else None
+            self.request = None
+            self.set_status(RUNNING)
+            if response is None:
+                raise ToolError(ELICITATION_UNSUPPORTED, f'Tool "{tool.name}" needs input ({request.message!r}) but this caller has no way to ask for it.',
+                                recovery="Call it from a client that supports elicitation, or give scripted answers.")
+            if response is DEFER:
+                raise _Deferred({"request": request, "continuation": continuation(tool.name, self.args, rounds, request)})
+            try:
+                return self._checked(request, response, channel)
+            except _Reask as reask:
+                problems = reask.problems
+
+    def _checked(self, request: InputRequest, response: InputResponse, channel: InputChannel | None) -> InputResponse:
+        if response.action not in ("accept", "decline", "cancel"):
+            raise ToolError(INVALID_ANSWER, f'Tool "{self.tool.name}" got an answer with action {response.action!r}; expected accept, decline or cancel.')
+        if response.action != "accept" or request.fields is None:
+            return response
+        content, problems = validate_form(request.fields, response.content)
+        if not problems:
+            return InputResponse("accept", content)
+        if channel is not None and channel.can_reask:
+            raise _Reask(problems)
+        raise ToolError(INVALID_ANSWER, f'Invalid answer for tool "{self.tool.name}": ' + "; ".join(problems) + ".",
+                        recovery="Answer again with values that match the requested fields.", details={"errors": problems})
 
     def _present(self, value: Any) -> CallResult:
         model = self.tool.output_model
@@ -212,6 +296,16 @@ class Call:
     def __repr__(self) -> str:
         name = self.tool.name if self.tool else "?"
         return f"<Call {self.id} {name} {self.status}>"
+
+
+class _Deferred(Exception):
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+
+
+class _Reask(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
 
 
 def abort_error(tool_name: str, reason: str, timeout: float | None) -> ToolError:

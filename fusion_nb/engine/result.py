@@ -18,6 +18,9 @@ class CallResult:
     structured_content: dict[str, Any] | None = None
     is_error: bool = False
     error: ToolError | None = None
+    #: set when the call ended waiting for a client that answers by calling again:
+    #: ``{"request": InputRequest, "continuation": {...}}`` (see ``interactive``)
+    input_required: dict[str, Any] | None = None
 
     @classmethod
     def failure(cls, error: ToolError) -> CallResult:
@@ -27,4 +30,6 @@ class CallResult:
         """The response value, or the error raised."""
         if self.error is not None:
             raise self.error
+        if self.input_required is not None:
+            raise ToolError("ELICITATION_UNSUPPORTED", "The call is waiting for input that only its client can give.")
         return self.value

@@ -34,11 +34,15 @@ class Slots:
     def queued(self) -> int:
         return len(self.waiters)
 
-    async def acquire(self) -> None:
-        """Take a slot, waiting FIFO; raises ``SERVER_BUSY`` when the queue is full."""
+    def reserve(self) -> anyio.Event | None:
+        """Take a slot now (``None``) or a place in the queue (an event set on our turn).
+
+        Synchronous, so calls queue in the order they were made on every backend;
+        raises ``SERVER_BUSY`` when the queue is full.
+        """
         if self.active < self.max_active and not self.waiters:
             self.active += 1
-            return
+            return None
         if self.max_queue is not None and len(self.waiters) >= self.max_queue:
             raise ToolError(
                 SERVER_BUSY,
@@ -49,13 +53,24 @@ class Slots:
             )
         turn = anyio.Event()
         self.waiters.append(turn)
+        return turn
+
+    def leave(self, turn: anyio.Event) -> None:
+        """Give up a reserved place; a slot that already reached us is passed on."""
+        if turn.is_set():
+            self.release()
+        else:
+            self.waiters.remove(turn)
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting FIFO; raises ``SERVER_BUSY`` when the queue is full."""
+        turn = self.reserve()
+        if turn is None:
+            return
         try:
             await turn.wait()
         except BaseException:
-            if turn.is_set():
-                self.release()  # the slot reached us as we were cancelled: pass it on
-            else:
-                self.waiters.remove(turn)
+            self.leave(turn)
             raise
 
     def release(self) -> None:

@@ -1,0 +1,162 @@
+"""``ask.*``: the fields of an input form (flat primitives, as MCP elicitation allows).
+
+A field knows its JSON schema and validates an answer; it can also be rebuilt from
+that schema, so a continuation carried by a stateless client only needs the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NO_DEFAULT: Any = object()
+_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+_TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
+
+
+class AskField:
+    """One form field; chain ``.default(v)``, ``.describe(text)``, ``.optional()``."""
+
+    __slots__ = ("type", "description", "default_value", "required", "minimum", "maximum", "values")
+
+    def __init__(self, type: str, description: str | None = None, values: list[Any] | None = None) -> None:
+        self.type = type
+        self.description = description
+        self.default_value = _NO_DEFAULT
+        self.required = True
+        self.minimum: float | None = None
+        self.maximum: float | None = None
+        self.values = values
+
+    def default(self, value: Any) -> AskField:
+        self.check(value, "default")
+        self.default_value = value
+        return self
+
+    def describe(self, text: str) -> AskField:
+        self.description = text
+        return self
+
+    def optional(self) -> AskField:
+        self.required = False
+        return self
+
+    def min(self, value: float) -> AskField:
+        self._numeric("min")
+        self.minimum = value
+        return self
+
+    def max(self, value: float) -> AskField:
+        self._numeric("max")
+        self.maximum = value
+        return self
+
+    def _numeric(self, what: str) -> None:
+        if self.type not in ("number", "integer"):
+            raise TypeError(f"{what}() applies to ask.number and ask.integer, not ask.{self.type if self.values is None else 'enum'}")
+
+    @property
+    def has_default(self) -> bool:
+        return self.default_value is not _NO_DEFAULT
+
+    def schema(self) -> dict[str, Any]:
+        prop: dict[str, Any] = {"type": self.type}
+        if self.values is not None:
+            prop["enum"] = list(self.values)
+        if self.description:
+            prop["description"] = self.description
+        if self.minimum is not None:
+            prop["minimum"] = self.minimum
+        if self.maximum is not None:
+            prop["maximum"] = self.maximum
+        if self.has_default:
+            prop["default"] = self.default_value
+        return prop
+
+    @classmethod
+    def from_schema(cls, prop: dict[str, Any], required: bool) -> AskField:
+        field = cls(prop.get("type", "string"), prop.get("description"), prop.get("enum"))
+        field.minimum, field.maximum = prop.get("minimum"), prop.get("maximum")
+        if "default" in prop:
+            field.default_value = prop["default"]
+        field.required = required
+        return field
+
+    def check(self, value: Any, key: str) -> Any:
+        """Return ``value`` if it fits this field, else raise ``ValueError`` with one clause."""
+        expected = _TYPES[self.type]
+        if isinstance(value, bool) and self.type != "boolean" or not isinstance(value, expected):
+            raise ValueError(f'"{key}" expected {_TYPE_WORDS[self.type]}, got {value!r}')
+        if self.values is not None and value not in self.values:
+            raise ValueError(f'"{key}" expected one of {", ".join(map(repr, self.values))}, got {value!r}')
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f'"{key}" expected at least {self.minimum:g}, got {value!r}')
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f'"{key}" expected at most {self.maximum:g}, got {value!r}')
+        return value
+
+    def __repr__(self) -> str:
+        return f"<ask.{self.type} {self.description!r}>"
+
+
+class _Ask:
+    """Namespace of field constructors: ``ask.string("Name")``, ``ask.number("Age").min(0)``."""
+
+    @staticmethod
+    def string(description: str | None = None) -> AskField:
+        return AskField("string", description)
+
+    @staticmethod
+    def number(description: str | None = None) -> AskField:
+        return AskField("number", description)
+
+    @staticmethod
+    def integer(description: str | None = None) -> AskField:
+        return AskField("integer", description)
+
+    @staticmethod
+    def boolean(description: str | None = None) -> AskField:
+        return AskField("boolean", description)
+
+    @staticmethod
+    def enum(values: list[Any], description: str | None = None) -> AskField:
+        values = list(values)
+        if not values or not all(isinstance(v, str) for v in values):
+            raise ValueError("ask.enum needs a non-empty list of strings")
+        return AskField("string", description, values)
+
+
+ask = _Ask()
+
+
+def form_schema(fields: dict[str, AskField]) -> dict[str, Any]:
+    """The requested schema of a form: a flat object of primitive properties."""
+    return {
+        "type": "object",
+        "properties": {key: field.schema() for key, field in fields.items()},
+        "required": [key for key, field in fields.items() if field.required],
+    }
+
+
+def fields_from_schema(schema: dict[str, Any]) -> dict[str, AskField]:
+    required = set(schema.get("required", ()))
+    return {key: AskField.from_schema(prop, key in required) for key, prop in schema.get("properties", {}).items()}
+
+
+def validate_form(fields: dict[str, AskField], content: Any) -> tuple[dict[str, Any], list[str]]:
+    """Check a form answer: returns the cleaned content (defaults filled) and the problems."""
+    if not isinstance(content, dict):
+        return {}, [f"expected the answer to be an object of field values, got {content!r}"]
+    problems: list[str] = []
+    clean: dict[str, Any] = {}
+    for key, field in fields.items():
+        if key in content and content[key] is not None:
+            try:
+                clean[key] = field.check(content[key], key)
+            except ValueError as exc:
+                problems.append(str(exc))
+        elif field.has_default:
+            clean[key] = field.default_value
+        elif field.required:
+            problems.append(f'"{key}" is required but was not answered')
+    problems.extend(f'"{key}" is not a field of this form' for key in content if key not in fields)
+    return clean, problems
