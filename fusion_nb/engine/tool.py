@@ -65,7 +65,7 @@ class Tool:
 
     async def _terminal(self, ctx: Any) -> Any:
         call = ctx._call
-        if self.serializer is not None:
+        if self.serializer is not None and self.serializer not in call._held:  # once per call, not per round
             await call.hold(self.serializer)
             ctx.signal.raise_if_aborted()
         return await self.run_handler(ctx.input, ctx, call.offer_progress)
