@@ -60,6 +60,7 @@ class Fusion:
         self._ids = itertools.count(1)
         self._registry_listeners: list[Callable[[], None]] = []
         self._idle: anyio.Event | None = None
+        self._call_listeners: list[Callable[[Call], None]] = []
 
     # -- registry --------------------------------------------------------------------
     @property
@@ -91,6 +92,11 @@ class Fusion:
     def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         self._registry_listeners.append(listener)
         return lambda: self._registry_listeners.remove(listener) if listener in self._registry_listeners else None
+
+    def on_call(self, listener: Callable[[Call], None]) -> Callable[[], None]:
+        """``listener(call)`` hears of every call that starts running (activity views)."""
+        self._call_listeners.append(listener)
+        return lambda: self._call_listeners.remove(listener) if listener in self._call_listeners else None
 
     def _registry_changed(self) -> None:
         for listener in list(self._registry_listeners):
@@ -136,6 +142,8 @@ class Fusion:
         call.ctx = Context(call, tool, self, state, value)
         self._calls[call.id] = call
         call._start()
+        for listener in self._call_listeners:
+            listener(call)
         return call
 
     async def call(
