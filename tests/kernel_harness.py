@@ -1,0 +1,155 @@
+"""A real ipykernel driven the way JupyterLab drives it: execute, interrupt, comm messages.
+
+The kernel runs from this test venv (jupyter_client swaps ``python`` for
+``sys.executable``). Every iopub message is recorded; widget state is tracked from
+``comm_open`` and ``comm_msg`` updates so tests can read what a browser would show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+
+@dataclass
+class Execution:
+    msg_id: str
+    reply: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str | None:
+        return self.reply["content"]["status"] if self.reply else None
+
+    @property
+    def stdout(self) -> str:
+        return "".join(m["content"]["text"] for m in self.messages if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+    @property
+    def stderr(self) -> str:
+        return "".join(m["content"]["text"] for m in self.messages if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+
+    def texts(self) -> list[str]:
+        """``text/plain`` of every display and result, in order."""
+        out = []
+        for m in self.messages:
+            if m["msg_type"] in ("display_data", "execute_result", "update_display_data"):
+                out.append(m["content"]["data"].get("text/plain", ""))
+        return out
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        for m in self.messages:
+            if m["msg_type"] == "error":
+                return m["content"]
+        return None
+
+
+class Kernel:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.km = AsyncKernelManager(kernel_name="python3")
+        self.env = env or {}
+        self.iopub: list[dict[str, Any]] = []
+        self.executions: dict[str, Execution] = {}
+        self.widgets: dict[str, dict[str, Any]] = {}  # comm_id -> state
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task | None = None
+
+    async def start(self) -> Kernel:
+        env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
+        await self.km.start_kernel(env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=60)
+        self._reader = asyncio.create_task(self._read_iopub())
+        self._shell_reader = asyncio.create_task(self._read_shell())
+        return self
+
+    async def stop(self) -> None:
+        for task in (self._reader, self._shell_reader):
+            if task:
+                task.cancel()
+        self.kc.stop_channels()
+        await self.km.shutdown_kernel(now=True)
+
+    async def _read_iopub(self) -> None:
+        while True:
+            msg = await self.kc.get_iopub_msg()
+            self.iopub.append(msg)
+            parent = msg.get("parent_header", {}).get("msg_id")
+            if parent in self.executions:
+                self.executions[parent].messages.append(msg)
+            self._track_widget(msg)
+            self._changed.set()
+
+    async def _read_shell(self) -> None:
+        while True:
+            msg = await self.kc.get_shell_msg()
+            parent = msg.get("parent_header", {}).get("msg_id")
+            if parent in self.executions:
+                self.executions[parent].reply = msg
+            self._changed.set()
+
+    def _track_widget(self, msg: dict[str, Any]) -> None:
+        content = msg["content"]
+        if msg["msg_type"] == "comm_open" and content.get("target_name") == "jupyter.widget":
+            self.widgets[content["comm_id"]] = dict(content["data"]["state"])
+        elif msg["msg_type"] == "comm_msg" and content["comm_id"] in self.widgets:
+            data = content["data"]
+            if data.get("method") in ("update", "echo_update"):
+                self.widgets[content["comm_id"]].update(data.get("state", {}))
+
+    async def wait_until(self, predicate, timeout: float = 30, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"timed out waiting for {what}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+            except asyncio.TimeoutError:
+                pass
+
+    def submit(self, code: str, store_history: bool = True) -> Execution:
+        msg_id = self.kc.execute(code, store_history=store_history, allow_stdin=False)
+        execution = self.executions[msg_id] = Execution(msg_id)
+        return execution
+
+    async def finished(self, execution: Execution, timeout: float = 60) -> Execution:
+        def idle() -> bool:
+            return execution.reply is not None and any(
+                m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in execution.messages)
+
+        await self.wait_until(idle, timeout, f"cell {execution.msg_id} to finish")
+        return execution
+
+    async def run(self, code: str, timeout: float = 60, ok: bool = True) -> Execution:
+        execution = await self.finished(self.submit(code), timeout)
+        if ok and execution.status != "ok":
+            raise AssertionError(f"cell failed: {execution.error}\n{execution.stderr}")
+        return execution
+
+    async def interrupt(self) -> None:
+        await self.km.interrupt_kernel()
+
+    def find_widgets(self, model_name: str, **state: Any) -> list[str]:
+        return [cid for cid, s in self.widgets.items() if s.get("_model_name") == model_name and all(s.get(k) == v for k, v in state.items())]
+
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+    def click(self, comm_id: str) -> None:
+        self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
+
+    def set_value(self, comm_id: str, **state: Any) -> None:
+        self.send_comm(comm_id, {"method": "update", "state": state, "buffer_paths": []})
