@@ -4,7 +4,8 @@
 """
 
 from .engine import (
-    Call, CallResult, Context, Fusion, ProgressEvent, Tool, ToolError, progress, respond,
+    Call, CallResult, Context, Fusion, InputResponse, ProgressEvent, Tool, ToolError, ask, input_response, progress,
+    read_input, read_request_state, require_input, respond,
 )
 
 default_app = Fusion("fusion-nb")
@@ -14,5 +15,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Call", "CallResult", "Context", "Fusion", "ProgressEvent", "Tool", "ToolError",
-    "default_app", "f", "progress", "respond",
+    "default_app", "f", "progress", "respond", "ask", "require_input", "read_input", "input_response",
+    "read_request_state", "InputResponse",
 ]
+
+
+def load_ipython_extension(shell):  # ``%load_ext fusion_nb``
+    from .notebook import load_ipython_extension as load
+
+    load(shell)
+
+
+def unload_ipython_extension(shell):
+    from .notebook import unload_ipython_extension as unload
+
+    unload(shell)

@@ -212,7 +212,9 @@ class Call:
             if self.signal.aborted:
                 return
             log.exception("tool %s failed", tool.name)
-            result = CallResult.failure(internal_error(tool.name, exc))
+            error = internal_error(tool.name, exc)
+            error.__cause__ = exc  # for hosts that show the original traceback (the notebook)
+            result = CallResult.failure(error)
         finally:
             self._release_all()
         self._settle(result, FAILED if result.is_error else DONE)

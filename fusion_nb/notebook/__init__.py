@@ -1,1 +1,48 @@
-"""Placeholder: built by a later issue."""
+"""The notebook host: ``%load_ext fusion_nb`` registers ``%%fusion_tool`` and ``%fusion``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .host import Host
+
+_hosts: dict[int, Host] = {}
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """Idempotent: loading twice keeps the first host."""
+    if id(shell) in _hosts:
+        return
+    import fusion_nb
+
+    from .magics import FusionMagics
+
+    host = _hosts[id(shell)] = Host(shell, fusion_nb.default_app)
+    shell.register_magics(FusionMagics(shell, host))
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    host = _hosts.pop(id(shell), None)
+    if host is None:
+        return
+    host.close()
+    for kind, name in (("cell", "fusion_tool"), ("line", "fusion")):
+        shell.magics_manager.magics[kind].pop(name, None)
+
+
+def current_host() -> Host:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    host = _hosts.get(id(shell)) if shell is not None else None
+    if host is None:
+        raise RuntimeError("fusion-nb is not loaded in this kernel: run %load_ext fusion_nb first")
+    return host
+
+
+def script_answers(answers: Any) -> None:
+    """Answer the notebook's input requests from a mapping or callable, for unattended runs.
+
+    ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to forms.
+    """
+    current_host().script_answers(answers)

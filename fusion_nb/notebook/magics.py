@@ -1,0 +1,103 @@
+"""``%%fusion_tool`` (define a tool from a cell) and ``%fusion`` (list, serve, stop, status, help)."""
+
+from __future__ import annotations
+
+import re
+from collections import ChainMap
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..engine import ToolBuilder
+from .cell_compiler import compile_handler, fusion_names, python_name, register_source
+from .cell_tool import CellTool, describe
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+@magics_class
+class FusionMagics(Magics):
+    def __init__(self, shell: Any, host: Any) -> None:
+        super().__init__(shell)
+        self.host = host
+
+    @cell_magic
+    def fusion_tool(self, line: str, cell: str) -> Any:
+        """Define an MCP tool from this cell; the body is the handler.
+
+        The first line is a tool name (``%%fusion_tool report.generate``) or a builder
+        expression (``%%fusion_tool f.mutation("billing.refund").with_string("id")``).
+        In the body ``input`` and ``ctx`` are defined; it may ``await``, ``yield
+        progress(...)`` and ``return value``. A leading docstring is the description.
+        Call the tool from any later cell: ``await report_generate(quarter="2026Q3")``.
+        """
+        header = line.strip()
+        if not header:
+            raise UsageError('%%fusion_tool needs a tool name or a builder, e.g. %%fusion_tool report.generate or %%fusion_tool f.query("weather").with_string("city")')
+        builder = self._builder(header)
+        number = self._cell_number()
+        raw = f"%%fusion_tool {line}\n{cell}"
+        filename = f"<fusion-tool-cell-{number}-{abs(hash(raw)):x}>"
+        register_source(filename, raw)
+        filename_map = getattr(getattr(self.shell, "compile", None), "_filename_map", None)
+        if isinstance(filename_map, dict):
+            filename_map[filename] = number  # tracebacks then say "Cell In[n]"
+        handler, docstring = compile_handler(cell, function_name=python_name(builder.name), filename=filename, first_line=2, namespace=self.shell.user_ns)
+        if docstring and builder._description is None:
+            builder.describe(docstring)
+        tool = builder.handle(handler)
+        bound = CellTool(tool, self.host)
+        self.shell.user_ns[python_name(tool.name)] = bound
+        return self.host.card(bound)
+
+    def _builder(self, header: str) -> ToolBuilder:
+        if _PLAIN_NAME.fullmatch(header):
+            return self.host.app.f.action(header)
+        scope = ChainMap(self.shell.user_ns, {"f": self.host.app.f, **fusion_names()})
+        try:
+            builder = eval(compile(header, "<%%fusion_tool header>", "eval"), self.shell.user_ns, scope)
+        except SyntaxError as exc:
+            raise UsageError(f"%%fusion_tool header is neither a tool name nor a Python expression: {exc.msg} in {header!r}") from None
+        if not isinstance(builder, ToolBuilder):
+            raise UsageError(f"%%fusion_tool header must give a tool builder such as f.query(\"name\"), got {type(builder).__name__}")
+        return builder
+
+    def _cell_number(self) -> int:
+        """The In[n] of this cell (IPython counts before running; nbval runs without history)."""
+        count = self.shell.execution_count
+        kernel = getattr(self.shell, "kernel", None)
+        try:
+            store_history = kernel.get_parent()["content"].get("store_history", True)
+        except Exception:
+            store_history = True
+        return count - 1 if store_history else count
+
+    @line_magic
+    @magic_arguments()
+    @argument("command", nargs="?", default="help", choices=["list", "serve", "stop", "status", "help"],
+              help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; help")
+    @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
+    @argument("--port", type=int, default=0, help="port to bind (default: a free port)")
+    @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")
+    def fusion(self, line: str) -> Any:
+        """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | help."""
+        args = parse_argstring(self.fusion, line)
+        if args.command == "list":
+            tools = self.host.app.tools
+            if not tools:
+                print("No tools yet: define one with %%fusion_tool <name>.")
+            for tool in tools:
+                print(describe(tool))
+            return None
+        if args.command == "serve":
+            return self.host.serve(host=args.host, port=args.port, auth=not args.no_auth)
+        if args.command == "stop":
+            return self.host.stop()
+        if args.command == "status":
+            print(self.host.status())
+            return None
+        print(self.fusion.__doc__)
+        print(self.fusion.parser.format_help())
+        return None
