@@ -52,7 +52,8 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
-            shell.events.register("post_execute", self.interrupts.schedule)
+            shell.events.register("pre_execute", self.interrupts.cell_started)
+            shell.events.register("post_execute", self.interrupts.cell_finished)
 
     def script_answers(self, answers: Any) -> None:
         """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
@@ -101,7 +102,8 @@ class Host:
 
     def close(self) -> None:
         if self.interrupts is not None:
-            self.shell.events.unregister("post_execute", self.interrupts.schedule)
+            self.shell.events.unregister("pre_execute", self.interrupts.cell_started)
+            self.shell.events.unregister("post_execute", self.interrupts.cell_finished)
             self.interrupts.close()
         if self.loop is not None and self.wake_signal is not None:
             self.loop.remove_signal_handler(self.wake_signal)

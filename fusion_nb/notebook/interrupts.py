@@ -47,12 +47,21 @@ class IdleInterrupts:
         self.loop = loop
         self.previous: Any = None
         self.installed = False
+        #: while a cell runs, ipykernel's own handler stops it: we stay out of the way
+        self.cell_running = False
         self._watching: dict[str, Any] = {}
         self._undo_on_call = app.on_call(self._call_started)
 
     # -- scheduling: always after ipykernel's own handler swap ----------------------
     def schedule(self) -> None:
         self.loop.call_soon(self.ensure)
+
+    def cell_started(self) -> None:
+        self.cell_running = True
+
+    def cell_finished(self) -> None:
+        self.cell_running = False
+        self.schedule()
 
     def _call_started(self, call: Call) -> None:
         self._watching[call.id] = call.watch(self._call_changed)
@@ -68,6 +77,8 @@ class IdleInterrupts:
     def ensure(self) -> None:
         """Install while calls live; restore the previous handler once none do."""
         current = signal.getsignal(signal.SIGINT)
+        if self.cell_running:
+            return
         if self.app.active_calls:
             if current is not self:
                 self.previous = current
