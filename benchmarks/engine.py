@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import tracemalloc
 
 import anyio
 
@@ -101,6 +102,18 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
     for label, samples in (("abort -> settled", settle), ("abort -> handler finally ran", unwind)):
         q = statistics.quantiles(samples, n=100)
         rows.append((label, f"p50 {q[49] * 1e6:6.1f} us", f"p99 {q[98] * 1e6:6.1f} us"))
+
+    in_flight = 2000
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    calls = [app.start("stuck") for _ in range(in_flight)]
+    await anyio.wait_all_tasks_blocked()
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    for call in calls:
+        call.cancel()
+    await app.wait_background()
+    rows.append((f"memory per in-flight call ({in_flight} stuck)", f"{used / in_flight / 1024:8.1f} KiB", "tracemalloc, handler frame included"))
     return rows
 
 
