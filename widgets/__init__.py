@@ -1,1 +1,23 @@
-"""ipywidgets views of fusion-nb calls and tools (built by the widgets issue)."""
+"""ipywidgets views of fusion-nb calls and tools.
+
+``CallView`` follows one call; ``ElicitationForm`` / ``UrlPrompt`` collect an answer;
+``WidgetInputChannel`` puts them in front of a person; ``ToolCard`` shows a tool
+with a Run form; ``ActivityPanel`` lists an app's calls. ``text_progress`` and
+``show_call`` cover frontends that cannot render widgets.
+"""
+
+from .activity import ActivityPanel
+from .call_view import CallView, views_for
+from .channel import WidgetInputChannel, make_prompt
+from .fields import FieldInput, schema_fields
+from .form import ElicitationForm
+from .frontend import has_widget_frontend
+from .prompt import Prompt
+from .text import progress_line, show_call, text_progress
+from .tool_card import ToolCard
+from .url_prompt import UrlPrompt
+
+__all__ = [
+    "ActivityPanel", "CallView", "ElicitationForm", "FieldInput", "Prompt", "ToolCard", "UrlPrompt", "WidgetInputChannel",
+    "has_widget_frontend", "make_prompt", "progress_line", "schema_fields", "show_call", "text_progress", "views_for",
+]

@@ -1,0 +1,359 @@
+"""Widgets driven in-process the way a browser would (clicks, values) on a real app."""
+
+import contextvars
+import io
+
+import anyio
+import pytest
+
+from fusion_nb import ToolError, ask, progress, read_input, require_input, input_response, respond
+from fusion_nb.engine import ELICITATION_UNSUPPORTED, InputRequest
+from fusion_nb.widgets import (
+    ActivityPanel, CallView, ElicitationForm, ToolCard, UrlPrompt, WidgetInputChannel, make_prompt, text_progress, views_for,
+)
+from fusion_nb.widgets.status import LOOKS
+from widget_helpers import count_sends, until
+
+pytestmark = pytest.mark.anyio
+
+
+def waiting(call):
+    return call.status == "waiting" or call.settled
+
+
+@pytest.fixture
+def refund(app):
+    @app.f.mutation("billing.refund").with_string("id", "Invoice ID").interactive().handle
+    async def refund(input, ctx):
+        approved = read_input("confirm")
+        if approved is None:
+            action = input_response("confirm").action
+            if action in ("decline", "cancel"):
+                return f"refund {action}d"
+            return require_input.elicit(f"Refund {input.id}?", {
+                "confirm": ask.boolean("Approve the refund"),
+                "reason": ask.string("Why"),
+                "amount": ask.number("Amount").min(0).max(100).default(12.5),
+            })
+        return f"refunded {read_input('amount')} for {read_input('reason')}" if approved else "refund declined"
+
+    return refund
+
+
+FIELDS = {
+    "name": ask.string("Your name"),
+    "age": ask.integer("Age").min(0).max(130).default(30),
+    "plan": ask.enum(["free", "pro"], "Plan"),
+    "newsletter": ask.boolean("Newsletter").optional(),
+}
+
+
+# -- the form on its own ------------------------------------------------------------------
+
+async def test_form_shows_inline_validation_and_answers_once_valid():
+    form = ElicitationForm(require_input.elicit("Sign up", FIELDS))
+    assert form.inputs["age"].widget.value == 30, "defaults are filled"
+    assert type(form.inputs["age"].widget).__name__ == "BoundedIntText"
+    assert type(form.inputs["plan"].widget).__name__ == "Dropdown"
+    form.submit_button.click()
+    assert not form.answered
+    assert "required" in form.inputs["name"].error.value and "required" in form.inputs["plan"].error.value
+    assert form.inputs["age"].error.value == ""
+    form.inputs["name"].widget.value = "Ann"
+    assert form.inputs["name"].error.value == "", "a fixed field clears its message at once"
+    form.inputs["plan"].widget.value = "pro"
+    form.submit_button.click()
+    assert form.response.action == "accept"
+    assert form.response.content == {"name": "Ann", "age": 30, "plan": "pro"}, "blank optional fields are left out"
+    assert (await form.answer()) is form.response
+
+
+async def test_form_shows_problems_of_a_reask():
+    problems = ['"age" expected at most 130, got 200', "expected the answer to be an object"]
+    form = make_prompt(require_input.elicit("Sign up", FIELDS), problems)
+    assert "at most 130" in form.inputs["age"].error.value
+    assert "expected the answer to be an object" in form.problems.value
+    assert form.inputs["name"].error.value == ""
+
+
+async def test_form_cannot_be_answered_twice():
+    form = ElicitationForm(require_input.elicit("Sign up", {"name": ask.string("Name")}))
+    form.inputs["name"].widget.value = "Bo"
+    form.submit_button.click()
+    first = form.response
+    form.submit_button.click()
+    form.decline_button.click()
+    form.cancel_button.click()
+    assert form.response is first and not form.submit() and not form.decline()
+    assert all(b.disabled for b in form.buttons) and form.inputs["name"].widget.disabled
+    assert "Submitted" in form.outcome.value and "name = &#x27;Bo&#x27;" in form.outcome.value
+    assert repr(form) == "<ElicitationForm 'Sign up' fields=['name'] accept>"
+
+
+async def test_url_prompt_links_safely_and_answers():
+    prompt = UrlPrompt(require_input.url("Approve the payment", "https://pay.example/x?a=1&b=<2>"))
+    assert 'target="_blank"' in prompt.link.value and "&amp;b=&lt;2&gt;" in prompt.link.value
+    prompt.done_button.click()
+    prompt.cancel_button.click()
+    assert prompt.response.action == "accept"
+    other = UrlPrompt(require_input.url("Approve", "https://pay.example/"))
+    other.cancel_button.click()
+    assert other.response.action == "cancel"
+
+
+# -- the channel and the call view --------------------------------------------------------
+
+async def test_submit_in_the_call_view_resumes_the_handler(app, refund):
+    channel = WidgetInputChannel(frontend=True)
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
+    view = CallView(call)
+    await until(call, waiting)
+    form = view.prompt
+    assert form is channel.prompts[-1] and view.input_box.children == (form,)
+    assert "waiting for input" in view.status_line.value and view.bar.bar_style == "warning"
+    assert repr(view).startswith("<CallView billing.refund: waiting for input 0%")
+    form.inputs["confirm"].widget.value = True
+    form.inputs["reason"].widget.value = "duplicate"
+    form.submit_button.click()
+    result = await call.wait()
+    assert result.value == "refunded 12.5 for duplicate"
+    assert "done" in view.status_line.value and view.bar.value == 100.0 and view.bar.bar_style == "success"
+    assert "refunded 12.5 for duplicate" in view.result_line.value
+    assert form.answered and form.abandoned is None and all(b.disabled for b in form.buttons)
+    form.submit_button.click()  # nothing happens: the call is over and the form answered
+    assert form.response.content == {"confirm": True, "reason": "duplicate", "amount": 12.5}
+
+
+@pytest.mark.parametrize("button", ["decline", "cancel"])
+async def test_decline_and_cancel_answers_reach_the_handler(app, refund, button):
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    getattr(view.prompt, f"{button}_button").click()
+    assert (await call.wait()).value == f"refund {button}d"
+    assert ("Declined" if button == "decline" else "Cancelled") in view.prompt.outcome.value
+
+
+async def test_without_a_view_the_channel_shows_the_form_itself(app, refund):
+    shown = []
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True, show=shown.append))
+    await until(call, waiting)
+    (form,) = shown
+    form.inputs["reason"].widget.value = "late"
+    form.submit_button.click()  # confirm left unticked: an answer of False
+    assert (await call.wait()).value == "refund declined"
+
+
+@pytest.mark.parametrize("channel", [WidgetInputChannel(frontend=False), WidgetInputChannel()], ids=["forced", "no-kernel"])
+async def test_no_widget_frontend_fails_fast(app, refund, channel):
+    result = await app.call("billing.refund", {"id": "inv-7"}, channel=channel)
+    assert result.error.code == ELICITATION_UNSUPPORTED and channel.prompts == []
+
+
+async def test_url_request_in_a_view(app):
+    @app.f.action("pay").handle
+    async def pay(input, ctx):
+        if read_input("pay") is None and input_response("pay").action == "missing":
+            return require_input.url("Pay on the provider's page", "https://pay.example/session", key="pay")
+        return "paid" if read_input("pay") else "not paid"
+
+    call = app.start("pay", channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    assert isinstance(view.prompt, UrlPrompt)
+    view.prompt.done_button.click()
+    assert (await call.wait()).value == "paid"
+
+
+# -- cancellation ---------------------------------------------------------------------------
+
+@pytest.fixture
+def stuck(app):
+    cleaned = anyio.Event()
+
+    @app.f.action("stuck").handle
+    async def stuck(input, ctx):
+        try:
+            yield progress(40, "working")
+            await anyio.sleep_forever()
+        finally:
+            cleaned.set()
+
+    stuck.cleaned = cleaned
+    return stuck
+
+
+async def test_cancel_button_aborts_the_call(app, stuck):
+    call = app.start("stuck")
+    view = CallView(call)
+    await until(call, lambda c: c.progress is not None)
+    assert view.cancel_button.layout.display != "none"
+    view.cancel_button.click()
+    result = call.result
+    assert result is not None and result.error.code == "CANCELLED" and call.status == "cancelled"
+    assert "cancelled" in view.status_line.value and view.bar.value == 40.0 and view.bar.bar_style == ""
+    assert "CANCELLED" in view.result_line.value and view.cancel_button.layout.display == "none"
+    assert repr(view).startswith("<CallView stuck: cancelled 40% ") and repr(view).endswith(" CANCELLED>")
+    await stuck.cleaned.wait()
+
+
+async def test_cancel_while_the_form_waits_disables_the_form(app, refund):
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    form = view.prompt
+    view.cancel_button.click()
+    assert (await call.wait()).error.code == "CANCELLED"
+    assert form.abandoned == "cancelled" and not form.answered and all(b.disabled for b in form.buttons)
+    assert "no longer applies" in form.outcome.value
+    form.submit_button.click()
+    assert form.response is None
+
+
+# -- coalescing, final state, no leaks -------------------------------------------------------
+
+async def test_a_progress_flood_is_coalesced_and_the_final_state_is_exact(app):
+    @app.f.action("flood").handle
+    async def flood(input, ctx):
+        for i in range(5000):
+            yield progress(i / 50, f"step {i}")
+            await anyio.sleep(0)  # the loop runs between steps: timers could fire
+        yield respond("flooded")
+
+    call = app.start("flood")
+    view = CallView(call, interval=3600)  # one flush may happen at once, then only the final one
+    bar_sends, line_sends = count_sends(view.bar), count_sends(view.status_line)
+    result = await call.wait()
+    assert result.value == "flooded"
+    assert len(bar_sends) <= 2 and len(line_sends) <= 2, (bar_sends, line_sends)
+    assert bar_sends[-1]["state"] == {"value": 100.0, "bar_style": "success"}
+    assert "done" in view.status_line.value and "step 4999" in view.status_line.value
+
+
+async def test_final_state_of_a_failure_is_exact(app):
+    @app.f.action("boom").handle
+    async def boom(input, ctx):
+        yield progress(37.5, "almost")
+        raise ToolError("BOOM", "the widget factory exploded")
+
+    call = app.start("boom")
+    view = CallView(call, interval=3600)
+    await call.wait()
+    assert view.bar.value == 37.5 and view.bar.bar_style == "danger"
+    assert "failed" in view.status_line.value and "almost" in view.status_line.value
+    assert "BOOM: the widget factory exploded" in view.result_line.value
+
+
+async def test_nothing_stays_attached_to_a_settled_call(app, stuck):
+    call = app.start("stuck")
+    view = CallView(call)
+    panel = ActivityPanel(app)
+    await until(call, lambda c: c.progress is not None)
+    assert views_for(call)[0] is view and len(call._listeners) == 3  # view, panel's view, panel
+    call.cancel()
+    await anyio.sleep(0)  # unsubscribing waits one loop turn (see widgets/watching.py)
+    assert call._listeners == [] and views_for(call) == []
+    assert not view.coalescer.pending and view._tick is None and not view.live
+    panel.close()
+    assert app._call_listeners == []
+    await stuck.cleaned.wait()
+
+
+async def test_a_view_of_a_settled_call_subscribes_to_nothing(app):
+    @app.f.action("quick").handle
+    async def quick(input, ctx):
+        return 42
+
+    call = app.start("quick")
+    await call.wait()
+    view = CallView(call)
+    assert call._listeners == [] and repr(view).startswith("<CallView quick: done 100% ")
+    assert view.cancel_button.layout.display == "none" and "42" in view.result_line.value
+
+
+def test_every_status_looks_different():
+    assert len(LOOKS) == 7
+    assert len({(look.bar_style, look.icon) for look in LOOKS.values()}) == 7
+    assert len({look.label for look in LOOKS.values()}) == len({look.color for look in LOOKS.values()}) == 7
+
+
+# -- tool card -------------------------------------------------------------------------------
+
+cell = contextvars.ContextVar("cell", default="none")
+
+
+async def test_tool_card_runs_the_tool_in_the_defining_context(app):
+    @app.f.query("greet").describe("Say hello").with_string("name", "Who").with_integer("times", "How often", default=1) \
+        .with_enum("tone", ["warm", "dry"], "Tone", optional=True).handle
+    async def greet(input, ctx):
+        yield progress(50)
+        yield respond(f"{cell.get()}: " + " ".join([f"hello {input.name}"] * input.times) + (f" ({input.tone})" if input.tone else ""))
+
+    cell.set("defining cell")
+    card = ToolCard(greet)
+    assert "read-only" in card.children[0].value and "Say hello" in card.children[0].value
+    assert repr(card) == "<ToolCard greet (query) args=['name', 'times', 'tone'] runs=0>"
+    card.run_button.click()
+    assert card.views == [] and "required" in card.inputs["name"].error.value
+    card.inputs["name"].widget.value = "Ada"
+    card.inputs["times"].widget.value = 2
+
+    def click_from_a_comm_message():
+        cell.set("comm message")
+        card.run_button.click()
+
+    contextvars.copy_context().run(click_from_a_comm_message)
+    (view,) = card.views
+    assert card.calls.children == (view,)
+    result = await view.call.wait()
+    assert result.value == "defining cell: hello Ada hello Ada", "blank optional 'tone' was left out"
+
+
+async def test_tool_card_keeps_a_short_history(app):
+    @app.f.action("noop").handle
+    async def noop(input, ctx):
+        return None
+
+    card = ToolCard(noop, keep=2)
+    for _ in range(4):
+        call = card.run()
+        await call.wait()
+    assert len(card.views) == 3, "two settled plus the newest"
+    assert card.calls.children == tuple(card.views)
+
+
+# -- activity panel and text ------------------------------------------------------------------
+
+async def test_activity_panel_lists_live_calls_and_keeps_a_short_history(app, stuck):
+    @app.f.action("quick").handle
+    async def quick(input, ctx):
+        return "ok"
+
+    panel = ActivityPanel(app, history=2)
+    live = app.start("stuck")
+    for _ in range(3):
+        await app.start("quick").wait()
+    assert list(panel.live) == [live] and len(panel.recent) == 2
+    assert repr(panel) == "<ActivityPanel widgets: 1 live, 2 recent>"
+    assert "1 live call" in panel.title.value
+    panel.live[live].cancel_button.click()
+    assert panel.live == {} and len(panel.recent) == 2 and panel.recent[0].call is live
+    panel.close()
+    assert app._call_listeners == []
+    await stuck.cleaned.wait()
+
+
+async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
+    @app.f.action("steps").handle
+    async def steps(input, ctx):
+        for i in range(100):
+            yield progress(i, "stepping")
+            await anyio.sleep(0)
+        yield respond("finished")
+
+    out = io.StringIO()
+    call = app.start("steps")
+    text_progress(call, file=out, interval=3600)
+    await call.wait()
+    lines = out.getvalue().splitlines()
+    assert len(lines) <= 2 and lines[-1] == "steps: done 100% finished"
