@@ -64,5 +64,5 @@ class WidgetInputChannel(InputChannel):
         try:
             return await prompt.answer()
         except BaseException:  # the call was aborted while the person looked at the form
-            prompt.abandon("cancelled")
+            prompt.abandon(call.status if call.settled else "cancelled")
             raise
