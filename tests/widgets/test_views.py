@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from fusion_nb import ToolError, ask, progress, read_input, require_input, input_response, respond
-from fusion_nb.engine import ELICITATION_UNSUPPORTED, InputRequest
+from fusion_nb.engine import ELICITATION_UNSUPPORTED
 from fusion_nb.widgets import (
     ActivityPanel, CallView, ElicitationForm, ToolCard, UrlPrompt, WidgetInputChannel, make_prompt, text_progress, views_for,
 )
@@ -357,3 +357,60 @@ async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
     await call.wait()
     lines = out.getvalue().splitlines()
     assert len(lines) <= 2 and lines[-1] == "steps: done 100% finished"
+
+
+# -- smaller pieces ---------------------------------------------------------------------------
+
+async def test_one_form_shows_in_every_view_of_the_call(app, refund):
+    panel = ActivityPanel(app)
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    assert panel.live[call].prompt is view.prompt is not None, "a panel's view and the cell's view share the form"
+    panel.live[call].prompt.decline_button.click()
+    assert (await call.wait()).value == "refund declined"
+    panel.close()
+
+
+async def test_a_timeout_marks_the_waiting_form_timed_out(app):
+    @app.f.action("slow").timeout(0.05).handle
+    async def slow(input, ctx):
+        return require_input.elicit("Still there?", {"ok": ask.boolean("OK")})
+
+    call = app.start("slow", channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    result = await call.wait()
+    assert result.error.code == "TIMEOUT" and view.prompt.abandoned == "timed out"
+    assert "timed out" in view.status_line.value and view.bar.bar_style == "danger"
+
+
+async def test_show_call_falls_back_to_text_without_a_kernel(app, capsys):
+    from fusion_nb.widgets import show_call
+
+    @app.f.action("quick").handle
+    async def quick(input, ctx):
+        return "ok"
+
+    call = app.start("quick")
+    show_call(call)
+    await call.wait()
+    assert capsys.readouterr().out.splitlines()[-1] == "quick: done 100% ok"
+
+
+def test_tool_schemas_map_onto_form_fields():
+    from fusion_nb import Fusion
+    from fusion_nb.widgets import FieldInput, schema_fields
+
+    app = Fusion("schemas")
+    tool = app.f.action("t").with_number("n", "N", optional=True).with_boolean("b", "B", optional=True) \
+        .with_integer("i", "I", default=3).handle(lambda input, ctx: None)
+    fields = schema_fields(tool.input_schema)
+    assert [(k, f.type, f.required, f.has_default) for k, f in fields.items()] == [
+        ("n", "number", False, False), ("b", "boolean", False, False), ("i", "integer", False, True)]
+    n, b, i = (FieldInput(key, field) for key, field in fields.items())
+    assert n.read() is None and b.read() is None and i.read() == 3, "blank optional fields read as not answered"
+    n.widget.value = "2.5"
+    assert n.read() == 2.5
+    n.widget.value = "lots"
+    assert n.problem() == "\"n\" expected a number, got 'lots'"
