@@ -36,7 +36,7 @@ class CallView(w.VBox):
     def __init__(self, call: Call, *, interval: float = 0.1, tick: float = 1.0) -> None:
         super().__init__()
         self.call = call
-        self.started = time.monotonic()
+        self.started = call.started_at
         self.ended: float | None = None
         self.prompt: Prompt | None = None
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, description=tool_name(call), style={"description_width": "initial"})

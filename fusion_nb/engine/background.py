@@ -20,10 +20,10 @@ log = logging.getLogger("fusion_nb")
 
 def _on_asyncio() -> bool:
     try:
-        asyncio.get_running_loop()
+        asyncio.get_running_loop()  # raises under trio (and outside any loop)
     except RuntimeError:
         return False
-    return asyncio.current_task() is not None
+    return True
 
 
 class Detached:

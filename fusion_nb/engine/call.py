@@ -9,6 +9,7 @@ releases the call's slots if cleanup outlives the app's grace period.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ class Call:
 
     __slots__ = ("app", "tool", "id", "signal", "status", "progress", "result", "ctx",
                  "_settled", "_held", "_worker", "_last_percent", "_on_progress", "_listeners", "_worker_done",
-                 "args", "channel", "rounds", "_resume", "request", "_turn")
+                 "args", "channel", "rounds", "_resume", "request", "_turn", "started_at")
 
     def __init__(self, app: Fusion, tool: Tool | None, call_id: str, on_progress: Callable[[ProgressEvent], None] | None) -> None:
         self.app = app
@@ -57,6 +58,8 @@ class Call:
         self.id = call_id
         self.signal = AbortSignal()
         self.status = QUEUED
+        #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
+        self.started_at = time.monotonic()
         self.progress: ProgressEvent | None = None
         self.result: CallResult | None = None
         self.ctx: Context | None = None
@@ -85,7 +88,7 @@ class Call:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _notify(self) -> None:
-        for listener in self._listeners:
+        for listener in list(self._listeners):  # listeners may unsubscribe while notified
             try:
                 listener(self)
             except Exception:  # a broken view must not break the call

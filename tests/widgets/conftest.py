@@ -21,7 +21,6 @@ async def app():
     await app.aclose()  # a failed test must not leave the next one a mess
     assert live == [], f"calls still live: {live}"
     assert await app.wait_background(5), "background tasks did not finish"
-    await asyncio.sleep(0)  # let deferred unsubscribes run
     ours = [t for t in asyncio.all_tasks() if t.get_name().startswith("fusion-nb")]
     assert not ours, f"asyncio tasks left: {ours}"
 

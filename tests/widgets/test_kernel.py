@@ -79,7 +79,7 @@ async def test_cancel_button_aborts_the_call(kernel):
     await kernel.finished(cell)
     assert cell.status == "ok" and "RESULT cancelled CANCELLED" in cell.stdout
     assert kernel.widgets[bar]["value"] == 10 and kernel.widgets[bar]["bar_style"] == ""
-    done = await kernel.run("await anyio.sleep(0); print(len(call._listeners), app.active_calls, app.background_tasks)")
+    done = await kernel.run("print(len(call._listeners), app.active_calls, app.background_tasks)")
     assert done.stdout.split() == ["0", "[]", "0"]
 
 

@@ -251,7 +251,6 @@ async def test_nothing_stays_attached_to_a_settled_call(app, stuck):
     await until(call, lambda c: c.progress is not None)
     assert views_for(call)[0] is view and len(call._listeners) == 3  # view, panel's view, panel
     call.cancel()
-    await anyio.sleep(0)  # unsubscribing waits one loop turn (see widgets/watching.py)
     assert call._listeners == [] and views_for(call) == []
     assert not view.coalescer.pending and view._tick is None and not view.live
     panel.close()
