@@ -12,7 +12,9 @@ import logging
 import os
 from typing import Any
 
-from ..engine import Call, Fusion, InputChannel, ScriptedAnswers, Tool
+from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
+
+from ..engine import Call, Fusion, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 
@@ -20,19 +22,6 @@ log = logging.getLogger("fusion_nb")
 
 #: set to a JSON object of field answers to run notebooks unattended (nbval, CI)
 ANSWERS_ENV = "FUSION_NB_ANSWERS"
-
-
-class NotebookChannel(InputChannel):
-    """Inline forms when a widget frontend is there; otherwise nobody to ask (fail fast)."""
-
-    can_reask = True
-
-    async def ask(self, request, call, problems=None):
-        try:
-            from fusion_nb.widgets import WidgetInputChannel
-        except ImportError:
-            return None
-        return await WidgetInputChannel().ask(request, call, problems)
 
 
 class Host:
@@ -46,7 +35,7 @@ class Host:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None  # terminal IPython between cells: no loop to wire
-        self.notebook_channel = NotebookChannel()
+        self.notebook_channel = WidgetInputChannel()  # inline forms; fails fast without a frontend
         scripted = os.environ.get(ANSWERS_ENV)
         self.script_answers(json.loads(scripted) if scripted else None)
         if self.loop is not None:
@@ -69,21 +58,11 @@ class Host:
 
     def show(self, call: Call) -> None:
         """Render the call in the current cell: a live widget, or text where there is none."""
-        try:
-            from fusion_nb.widgets import CallView
-        except ImportError:
-            return
-        from IPython.display import display
-
-        display(CallView(call))
+        show_call(call)
 
     def card(self, bound: Any) -> Any:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
-        try:
-            from fusion_nb.widgets import ToolCard
-        except ImportError:
-            return bound
-        return ToolCard(bound.tool)
+        return ToolCard(bound.tool) if has_widget_frontend() else bound
 
     def serve(self, host: str, port: int, auth: bool) -> Any:
         raise NotImplementedError("serving is being built")
