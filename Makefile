@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test test-fast bench clean
+.PHONY: lab test test-fast bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
-test: $(STAMP)
+# The browser test drives Debian's chromium (Playwright cannot download browsers here).
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium is missing: install Debian's chromium package for the browser test"
+
+test: $(STAMP) chromium
 	$(PY) -m pytest
 
 test-fast: $(STAMP)

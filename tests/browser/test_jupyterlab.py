@@ -1,0 +1,179 @@
+"""The whole notebook experience in a real browser: JupyterLab 4 + Debian's chromium.
+
+Runs a %%fusion_tool cell and a call, watches the progress bar advance, fills and
+submits an inline form, and presses the toolbar's interrupt button during a long
+call. Screenshots go to ``test-artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+TOKEN = "fusion-browser-test"
+
+CELLS = [
+    "%load_ext fusion_nb\nimport anyio",
+    '%%fusion_tool f.action("count").with_integer("n", "How many steps")\n"""Count slowly, reporting progress."""\n'
+    "for i in range(input.n):\n    await anyio.sleep(0.4)\n    yield progress((i + 1) * 100 / input.n, f\"step {i + 1} of {input.n}\")\nreturn f\"counted to {input.n}\"",
+    "print(await count(n=6))",
+    '%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()\n'
+    'approved = read_input("confirm")\nif approved is None:\n'
+    '    return require_input.elicit(f"Refund invoice {input.id}?", {"confirm": ask.boolean("Approve the refund"), "note": ask.string("Note").optional()})\n'
+    'return f"refunded {input.id}: {input_response(\'note\').value}" if approved else "declined"',
+    'print(await billing_refund(id="inv-7"))',
+    '%%fusion_tool slow\ntry:\n    await anyio.sleep(3600)\nfinally:\n    print("slow cleaned up")',
+    "await slow()",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    root = tmp_path_factory.mktemp("lab")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "ui.ipynb")
+    port = free_port()
+    env = {**os.environ}
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
+        env[name] = str(tmp_path_factory.mktemp(name.lower()))
+    log = open(root / "lab.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
+         "--LabApp.expose_app_in_browser=True", "--ServerApp.disable_check_xsrf=False"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            log.close()
+            raise RuntimeError("JupyterLab did not start:\n" + (root / "lab.log").read_text()[-3000:])
+        time.sleep(0.2)
+    try:
+        yield base, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def run_cell(page, index: int) -> None:
+    # do not return the promise: it resolves only when the cell ends (forms would hang us)
+    page.evaluate(f"""() => {{ const nb = window.jupyterapp.shell.currentWidget.content;
+        nb.activeCellIndex = {index}; window.jupyterapp.commands.execute('notebook:run-cell'); return null; }}""")
+
+
+def wait_idle(page, timeout=60_000) -> None:
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout)
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def outputs(page, index: int):
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-Cell-outputArea")
+
+
+def test_jupyterlab_progress_form_and_interrupt(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, root = lab
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1600})
+            page.goto(f"{base}/lab/tree/ui.ipynb?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+            wait_idle(page)
+
+            # define the tools
+            for index in (0, 1, 3, 5):
+                run_cell(page, index)
+                wait_idle(page)
+            assert "count" in outputs(page, 1).inner_text()
+
+            # a call: the bar advances step by step, then the result prints
+            run_cell(page, 2)
+            bar = outputs(page, 2).locator(".widget-hprogress .progress-bar")
+            bar.wait_for(timeout=30_000)
+            widths = set()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                style = bar.get_attribute("style") or ""
+                widths.add(style)
+                if "counted to 6" in outputs(page, 2).inner_text():
+                    break
+                time.sleep(0.1)
+            shot(page, "1-progress-done")
+            assert "counted to 6" in outputs(page, 2).inner_text()
+            distinct = {w for w in widths if "width" in w}
+            assert len(distinct) >= 3, f"the bar should advance in steps, saw {distinct}"
+            assert "width: 100%" in (bar.get_attribute("style") or "")
+
+            # an inline form: fill it, submit, the cell resumes
+            run_cell(page, 4)
+            form = outputs(page, 4)
+            form.locator("button", has_text="Submit").wait_for(timeout=30_000)
+            shot(page, "2-form-shown")
+            form.locator(".widget-checkbox input[type=checkbox]").check()
+            form.locator(".widget-text input").fill("customer asked twice")
+            form.locator("button", has_text="Submit").click()
+            page.wait_for_function("() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000)
+            wait_idle(page)
+            shot(page, "3-form-submitted")
+            assert form.locator("button", has_text="Submit").is_disabled()
+
+            # the toolbar's interrupt button cancels the awaited call, and the view says so
+            run_cell(page, 6)
+            view = outputs(page, 6)
+            view.locator(".widget-hprogress").wait_for(timeout=30_000)
+            page.wait_for_function("() => document.body.innerText.includes('running')", timeout=30_000)
+            pressed = time.monotonic()
+            page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
+            view.get_by_text("cancelled").first.wait_for(timeout=5_000)
+            latency = time.monotonic() - pressed
+            shot(page, "4-interrupted")
+            print(f"interrupt button -> call view cancelled: {latency * 1000:.0f} ms")
+            assert latency < 1.0, f"the call view turned cancelled {latency:.2f} s after the click"
+            page.wait_for_function("() => document.body.innerText.includes('slow cleaned up')", timeout=10_000)
+            wait_idle(page)
+        finally:
+            browser.close()
