@@ -65,12 +65,28 @@ class Host:
         return ToolCard(bound.tool) if has_widget_frontend() else bound
 
     def serve(self, host: str, port: int, auth: bool) -> Any:
-        raise NotImplementedError("serving is being built")
+        """Start serving (once); print the URL, token and client configuration."""
+        from .serve import KernelServer
+
+        if self.server is not None and self.server.running:
+            print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
+            return None
+        self.server = KernelServer(self.app, host=host, port=port, auth=auth)
+        print(self.server.snippets())
+        if has_widget_frontend():
+            from fusion_nb.widgets import ActivityPanel
+
+            return ActivityPanel(self.app)
+        return None
 
     def stop(self) -> Any:
-        if self.server is None:
+        if self.server is None or not self.server.running:
             print("Not serving.")
             return None
+        self.server.stop_soon()
+        print(f"Stopped serving {self.server.url}.")
+        self.server = None
+        return None
 
     def status(self) -> str:
         calls = self.app.active_calls

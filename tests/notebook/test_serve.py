@@ -1,0 +1,85 @@
+"""%fusion serve from a real kernel, called from this process with the SDK client on both eras."""
+
+import contextlib
+import re
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+
+
+@contextlib.asynccontextmanager
+async def connect(url, token, mode, **options):
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
+            yield client
+
+
+async def serve(kernel):
+    await kernel.run("%load_ext fusion_nb\nimport anyio")
+    await kernel.run('%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\nyield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()')
+    served = await kernel.run("%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
+    token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
+    return served, url, token
+
+
+async def test_serve_prints_config_and_serves_both_eras(kernel):
+    served, url, token = await serve(kernel)
+    assert url.startswith("http://127.0.0.1:") and len(token) >= 32
+    for snippet in ('"mcpServers"', '"servers"', "@modelcontextprotocol/inspector --cli", f"Authorization: Bearer {token}"):
+        assert snippet in served.stdout
+    for mode in ("legacy", "auto"):
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        async with connect(url, token, mode) as client:
+            tools = (await client.list_tools()).tools
+            assert [t.name for t in tools] == ["shout"] and tools[0].annotations.read_only_hint is True
+            result = await client.call_tool("shout", {"text": "hi"}, progress_callback=on_progress)
+            assert result.content[0].text == "HI" and not result.is_error
+        assert progress and progress[-1][0] == 50, (mode, progress)
+    async with httpx.AsyncClient() as http:
+        denied = await http.post(url, json={}, headers={"Content-Type": "application/json"})
+    assert denied.status_code == 401
+    status = await kernel.run("%fusion status")
+    assert f"serving at {url}" in status.stdout
+    await kernel.run("%fusion stop")
+    with pytest.raises(httpx.ConnectError):
+        with anyio.fail_after(10):
+            while True:  # uvicorn closes its socket on its next tick
+                async with httpx.AsyncClient() as http:
+                    await http.post(url, json={}, headers={"Content-Type": "application/json"})
+                await anyio.sleep(0.05)
+
+
+async def test_redefining_a_tool_notifies_connected_clients(kernel):
+    _, url, token = await serve(kernel)
+    changed = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with connect(url, token, "legacy", message_handler=on_message) as client:
+        await client.list_tools()
+        await kernel.run('%%fusion_tool f.query("shout").with_string("text").describe("Louder.")\nreturn input.text.upper() + "!"')
+        with anyio.fail_after(20):
+            await changed.wait()
+        tools = (await client.list_tools()).tools
+        assert tools[0].description == "Louder."
+        assert (await client.call_tool("shout", {"text": "hi"})).content[0].text == "HI!"
+    async with connect(url, token, "auto") as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            await kernel.run('%%fusion_tool f.query("whisper")\nreturn "psst"')
+            with anyio.fail_after(20):
+                event = await subscription.__anext__()
+        assert type(event).__name__ == "ToolsListChanged"
+    await kernel.run("%fusion stop")
