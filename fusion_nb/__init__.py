@@ -3,8 +3,9 @@
 ``fnb.f`` builds tools on ``fnb.default_app``, the app the notebook extension serves.
 """
 
+from .app import Fusion
 from .engine import (
-    Call, CallResult, Context, Fusion, InputResponse, ProgressEvent, Tool, ToolError, ask, input_response, progress,
+    Call, CallResult, Context, InputResponse, ProgressEvent, Tool, ToolError, ask, input_response, progress,
     read_input, read_request_state, require_input, respond,
 )
 
