@@ -46,3 +46,11 @@ def script_answers(answers: Any) -> None:
     ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to forms.
     """
     current_host().script_answers(answers)
+
+
+def server() -> Any:
+    """The server started by ``%fusion serve`` (``async with server().client() as c`` connects to it)."""
+    running = current_host().server
+    if running is None:
+        raise RuntimeError("not serving: run %fusion serve first")
+    return running

@@ -9,7 +9,9 @@ server too: the loop is shared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ..engine import Fusion
@@ -40,6 +42,18 @@ class KernelServer:
     async def stop(self) -> None:
         self.stop_soon()
         await self._task
+
+    @contextlib.asynccontextmanager
+    async def client(self, mode: str = "auto", **options: Any) -> AsyncIterator[Any]:
+        """An SDK ``mcp.Client`` connected to this server with its token (``mode="legacy"``: 2025 era)."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
+                yield client
 
     def snippets(self) -> str:
         """Ready-to-paste client configuration."""
