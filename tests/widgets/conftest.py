@@ -5,7 +5,6 @@ import asyncio
 import pytest
 
 from fusion_nb import Fusion
-from kernel_harness import Kernel
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +23,3 @@ async def app():
     ours = [t for t in asyncio.all_tasks() if t.get_name().startswith("fusion-nb")]
     assert not ours, f"asyncio tasks left: {ours}"
 
-
-@pytest.fixture
-async def kernel():
-    k = await Kernel().start()
-    try:
-        yield k
-    finally:
-        await k.stop()
