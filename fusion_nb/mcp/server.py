@@ -21,7 +21,7 @@ from mcp.server.models import InitializationOptions
 
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
-from .convert import result_to_mcp, tool_to_mcp
+from .convert import result_to_wire, tool_to_mcp
 from .progress import ProgressPump, wants_progress
 
 
@@ -97,7 +97,8 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
 
     start = app.start
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
+        # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         info = RequestInfo(ctx) if app.context_factory is not None else None
         if not wants_progress(ctx):
             call = start(params.name, params.arguments, request_info=info)
@@ -115,7 +116,7 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
         tool = call.tool
-        return result_to_mcp(result, has_output_schema=tool is not None and tool.output_schema is not None)
+        return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None)
 
     server = FusionServer(
         app.name,

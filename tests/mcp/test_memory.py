@@ -129,11 +129,11 @@ async def test_flood_with_default_interval_stays_increasing(app_probe, era):
 async def test_cancelling_the_client_call_aborts_the_engine_call(app_probe, era):
     app, probe = app_probe
     async with client_for(build_server(app), era) as client:
-        async with anyio.create_task_group() as group:
-            group.start_soon(client.call_tool, "stall", {})
-            with anyio.fail_after(10):
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "stall", {})
                 await probe["entered"].wait()
-            group.cancel_scope.cancel()
+                group.cancel_scope.cancel()
         with anyio.fail_after(10):
             await probe["cleaned"].wait()  # the handler's finally ran
         assert app.active_calls == []

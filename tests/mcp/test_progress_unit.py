@@ -77,3 +77,18 @@ async def test_telemetry_middleware_is_off_unless_asked_for(app_probe):
     app, _ = app_probe
     assert [type(m).__name__ for m in build_server(app).middleware] == []
     assert [type(m).__name__ for m in build_server(app, telemetry=True).middleware] == ["OpenTelemetryMiddleware"]
+
+
+def test_wire_results_match_the_typed_conversion():
+    from fusion_mcp_testapp import PNG
+
+    from fusion_nb import CallResult, ToolError
+    from fusion_nb.engine.present import present
+    from fusion_nb.mcp.convert import result_to_mcp, result_to_wire
+
+    error = CallResult.failure(ToolError("X", "It failed."))
+    results = [CallResult(content=c, structured_content=s) for c, s in (present("hi"), present({"a": 1}), present(PNG), present(b"\x00raw"))]
+    for result in [*results, error]:
+        for schema in (False, True):
+            typed = result_to_mcp(result, has_output_schema=schema).model_dump(by_alias=True, mode="json", exclude_none=True)
+            assert result_to_wire(result, has_output_schema=schema) == typed
