@@ -114,8 +114,13 @@ class Fusion:
         channel: InputChannel | None = None,
         resume: Mapping[str, Any] | None = None,
         response: Any = None,
+        inline: bool = False,
     ) -> Call:
         """Start a call and return its handle at once (it may already be settled).
+
+        ``inline=True`` defers the run to the first ``await call.wait()``, which runs
+        it in that task (cheaper: no detached worker); an abort from elsewhere is then
+        answered once the handler has unwound. Tools with a timeout always run detached.
 
         ``answers`` scripts the answers to input requests; ``channel`` is a
         transport's own input channel. ``resume`` is a continuation from an earlier
@@ -141,7 +146,10 @@ class Fusion:
         call.channel = ScriptedAnswers(answers) if answers is not None else channel if channel is not None else self.input_channel
         call.ctx = Context(call, tool, self, state, value)
         self._calls[call.id] = call
-        call._start()
+        if inline and tool.timeout is None:
+            call._inline = True
+        else:
+            call._start()
         for listener in self._call_listeners:
             listener(call)
         return call

@@ -18,7 +18,7 @@ from typing import Any
 log = logging.getLogger("fusion_nb")
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
     try:
         asyncio.get_running_loop()  # raises under trio (and outside any loop)
     except RuntimeError:
@@ -62,7 +62,7 @@ def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], 
     """
     handle = Detached()
     handle._on_done = on_done
-    if _on_asyncio():
+    if on_asyncio():
         # A task cancelled before its first step never runs its body, so the done
         # callback (not a ``finally``) is what reliably marks it finished.
         task = handle._task = asyncio.get_running_loop().create_task(_guarded(fn, name), name=name)

@@ -8,6 +8,7 @@ releases the call's slots if cleanup outlives the app's grace period.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .background import Detached
+from .background import Detached, on_asyncio
 from .context import Context
 from .ask import validate_form
 from .channel import DEFER, InputChannel
@@ -50,7 +51,8 @@ class Call:
 
     __slots__ = ("app", "tool", "id", "signal", "status", "progress", "result", "ctx",
                  "_settled", "_held", "_worker", "_last_percent", "_on_progress", "_listeners", "_worker_done",
-                 "args", "channel", "rounds", "_resume", "request", "_turn", "started_at")
+                 "args", "channel", "rounds", "_resume", "request", "_turn", "started_at", "_inline", "_scope",
+                 "_inline_task", "_inline_cancelled")
 
     def __init__(self, app: Fusion, tool: Tool | None, call_id: str, on_progress: Callable[[ProgressEvent], None] | None) -> None:
         self.app = app
@@ -63,7 +65,7 @@ class Call:
         self.progress: ProgressEvent | None = None
         self.result: CallResult | None = None
         self.ctx: Context | None = None
-        self._settled = anyio.Event()
+        self._settled: anyio.Event | None = None  # made when somebody waits
         self._held: list[Slots] = []
         self._worker: Detached | None = None
         self._worker_done: anyio.Event | None = None
@@ -71,6 +73,10 @@ class Call:
         self._on_progress = on_progress
         self._listeners: list[Callable[[Call], None]] = []
         self.args: Any = None
+        self._inline = False  # runs in the task that waits for it (see ``_run_inline``)
+        self._scope: anyio.CancelScope | None = None
+        self._inline_task: asyncio.Task | None = None
+        self._inline_cancelled = False
         self._turn: tuple[Slots, anyio.Event] | None = None
         self.channel: InputChannel | None = None
         self.rounds = Rounds()
@@ -119,12 +125,46 @@ class Call:
         """The result; cancelling the task that waits aborts the call."""
         if self.result is None:
             try:
-                await self._settled.wait()
+                if self._inline:
+                    await self._run_inline()
+                else:
+                    if self._settled is None:
+                        self._settled = anyio.Event()
+                    await self._settled.wait()
             except BaseException:
                 self.cancel(CANCELLED)
                 raise
         assert self.result is not None
         return self.result
+
+    async def _run_inline(self) -> None:
+        """Run the pipeline in the waiting task: no detached worker, no extra loop turns.
+
+        For callers whose answer goes nowhere once they are cancelled (an MCP request:
+        the SDK sends no response to a cancelled request). An abort from elsewhere
+        cancels the pipeline; the answer then follows the handler's unwinding.
+        """
+        self._inline = False
+        if not on_asyncio():
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    await self._work()
+                finally:
+                    self._scope = None
+            return
+        # asyncio: one native cancel (as for detached calls), taken back before it leaves
+        task = self._inline_task = asyncio.current_task()
+        try:
+            await self._work()
+        except asyncio.CancelledError:
+            if not self._inline_cancelled or task.uncancel() > 0:
+                raise  # the caller's own cancellation
+            self._inline_cancelled = False
+        finally:
+            self._inline_task = None
+            if self._inline_cancelled:  # the handler swallowed our cancel: balance the count
+                task.uncancel()
 
     def cancel(self, reason: str = CANCELLED) -> bool:
         """Abort the call: it settles now; its handler is cancelled and cleans up in the background."""
@@ -133,6 +173,13 @@ class Call:
         self.signal.abort(reason)
         self._leave_queue()
         self._settle(CallResult.failure(abort_error(self.tool.name if self.tool else "?", reason, self.tool.timeout if self.tool else None)), _FINAL_STATUS.get(reason, CANCELLED_STATUS))
+        if self._scope is not None:
+            self._scope.cancel()
+        elif self._inline_task is not None and self._inline_task is not asyncio.current_task():
+            # (a call aborting itself needs no cancel: its gates see the signal, and a
+            # cancel requested of the running task could not be taken back on 3.11)
+            self._inline_cancelled = True
+            self._inline_task.cancel()
         worker = self._worker
         if worker is not None and not worker.done:
             worker.cancel()
@@ -145,7 +192,8 @@ class Call:
             return
         self.result = result
         self.status = status
-        self._settled.set()
+        if self._settled is not None:
+            self._settled.set()
         self.app._forget(self)
         self._notify()
 

@@ -36,7 +36,7 @@ def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     if isinstance(value, str):
         return [text(value)], None
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
+        return [text(value.model_dump_json())], value.model_dump(mode="json")
     if isinstance(value, dict):
         return [text(json.dumps(value, default=str, ensure_ascii=False))], value
     if isinstance(value, (list, tuple)):

@@ -101,11 +101,11 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         info = RequestInfo(ctx) if app.context_factory is not None else None
         if not wants_progress(ctx):
-            call = start(params.name, params.arguments, request_info=info)
+            call = start(params.name, params.arguments, request_info=info, inline=True)
             result = await call.wait()
         else:
             pump = ProgressPump(ctx.session.report_progress, progress_interval)
-            call = start(params.name, params.arguments, on_progress=pump.offer, request_info=info)
+            call = start(params.name, params.arguments, on_progress=pump.offer, request_info=info, inline=True)
             if call.settled:
                 result = await call.wait()
             else:
