@@ -62,6 +62,6 @@ def test_binder_install_runs_the_quickstart(tmp_path):
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert executed.returncode == 0, executed.stderr[-3000:]
     nb = json.loads(out.read_text())
-    texts = [o.get("data", {}).get("text/plain", "") for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    texts = ["".join(o.get("data", {}).get("text/plain", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
     assert "42" in texts and "'Hello from the kernel!'" in texts
     assert not any(o["output_type"] == "error" for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
