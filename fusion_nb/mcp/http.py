@@ -67,6 +67,8 @@ def http_app(
     path: str = "/mcp",
     progress_interval: float = 0.05,
     telemetry: bool = False,
+    request_state_keys: Iterable[bytes | str] | None = None,
+    request_state_ttl: float = 600.0,
 ) -> Starlette:
     """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
 
@@ -77,7 +79,8 @@ def http_app(
     per-request). Each call builds a fresh server: the SDK's session manager
     runs once per app.
     """
-    server = build_server(app, progress_interval=progress_interval, telemetry=telemetry)
+    server = build_server(app, progress_interval=progress_interval, telemetry=telemetry,
+                          request_state_keys=list(request_state_keys) if request_state_keys else None, request_state_ttl=request_state_ttl)
     if auth and token is None:
         token = secrets.token_urlsafe(32)
     options: dict[str, Any] = {}

@@ -9,7 +9,7 @@ cancellation lands in ``call.wait()``, which aborts the engine call and re-raise
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from mcp.server.models import InitializationOptions
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
+from .elicitation import channel_for, input_required, resumption, state_protection
 from .progress import ProgressPump, wants_progress
 
 
@@ -76,8 +77,20 @@ class FusionServer(Server[Any]):
             notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions)
 
 
-def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: bool = False) -> FusionServer:
+def build_server(
+    app: Fusion,
+    *,
+    progress_interval: float = 0.05,
+    telemetry: bool = False,
+    request_state_keys: Sequence[bytes | str] | None = None,
+    request_state_ttl: float = 600.0,
+) -> FusionServer:
     """The SDK's low-level server for ``app``; serve it in-memory, over stdio or HTTP.
+
+    ``request_state_keys`` (at least 32 bytes each; the first seals, all unseal)
+    protect the state 2026-era clients carry between input rounds; give the same
+    keys to every process behind one endpoint. Without keys a process-local key is
+    made. ``request_state_ttl`` is how long, in seconds, a client may take to answer.
 
     ``progress_interval`` is the minimum gap between two progress notifications of
     one call; ``telemetry=True`` keeps the SDK's OpenTelemetry middleware (it costs
@@ -97,15 +110,17 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
 
     start = app.start
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         info = RequestInfo(ctx) if app.context_factory is not None else None
+        resume, response = resumption(params) if params.request_state else (None, None)
+        options = {"request_info": info, "channel": channel_for(ctx), "resume": resume, "response": response, "inline": True}
         if not wants_progress(ctx):
-            call = start(params.name, params.arguments, request_info=info, inline=True)
+            call = start(params.name, params.arguments, **options)
             result = await call.wait()
         else:
             pump = ProgressPump(ctx.session.report_progress, progress_interval)
-            call = start(params.name, params.arguments, on_progress=pump.offer, request_info=info, inline=True)
+            call = start(params.name, params.arguments, on_progress=pump.offer, **options)
             if call.settled:
                 result = await call.wait()
             else:
@@ -115,6 +130,8 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
                         result = await call.wait()
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
+        if result.input_required is not None:
+            return input_required(result.input_required)
         tool = call.tool
         return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None)
 
@@ -128,6 +145,7 @@ def build_server(app: Fusion, *, progress_interval: float = 0.05, telemetry: boo
     )
     if not telemetry:
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware.extend(state_protection(app.name, keys=request_state_keys, ttl=request_state_ttl))
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier

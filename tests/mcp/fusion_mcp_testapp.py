@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 from pydantic import BaseModel
 
-from fusion_nb import Fusion, ToolError, progress, respond
+from fusion_nb import Fusion, ToolError, ask, input_response, progress, read_input, read_request_state, require_input, respond
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -89,5 +89,32 @@ def make_app(name: str = "mcp-test") -> tuple[Fusion, Probe]:
             "client": info.client_info.name if info.client_info else None,
             "token_client": token.client_id if token else None,
         }
+
+    @f.mutation("billing.refund").describe("Refund an invoice once a person approves.").with_string("id", "Invoice ID").interactive().handle
+    async def refund(input, ctx):
+        approved = read_input("confirm")
+        if approved is None:
+            action = input_response("confirm").action
+            if action != "missing":
+                return {"decline": "refund declined", "cancel": "refund cancelled"}[action]
+            return require_input.elicit(f"Refund invoice {input.id}?", {"confirm": ask.boolean("Approve the refund")}, state={"invoice": input.id})
+        return f"refunded {read_request_state()['invoice']}" if approved else "refund declined"
+
+    @f.action("onboard").describe("Three questions, one per round.").handle
+    async def onboard(input, ctx):
+        name, age, plan = read_input("name"), read_input("age"), read_input("plan")
+        if name is None:
+            return require_input.elicit("Your name?", {"name": ask.string("Name")}, state={"step": 1})
+        if age is None:
+            return require_input.elicit(f"Age of {name}?", {"age": ask.integer("Age").min(0).max(150)}, state={"step": 2})
+        if plan is None:
+            return require_input.elicit("Plan?", {"plan": ask.enum(["free", "pro"], "Plan")}, state={"step": 3})
+        return f"{name}, {age}, {plan}, last state {read_request_state()}"
+
+    @f.action("connect").describe("OAuth-style consent through a URL.").handle
+    async def connect(input, ctx):
+        if input_response("consent").action == "missing":
+            return require_input.url("Approve access", "https://accounts.example.com/consent", key="consent")
+        return "connected" if read_input("consent") else f"not connected ({input_response('consent').action})"
 
     return app, probe

@@ -40,10 +40,10 @@ class Served:
         return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
 
     @contextlib.asynccontextmanager
-    async def client(self, mode="auto", token=None):
+    async def client(self, mode="auto", token=None, **options):
         headers = {"Authorization": f"Bearer {token or self.token}"}
         async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), mode=mode) as client:
+            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
                 yield client
 
 
@@ -170,3 +170,54 @@ async def test_stateless_json_mode_answers_without_progress(mode):
 
 async def _ignore(*args):
     pass
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_refund_flow_and_unsupported_elicitation_over_http(served, mode):
+    from mcp import types
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with served.client(mode, elicitation_callback=approve) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.content[0].text == "refunded inv-7"
+    async with served.client(mode) as client:
+        refused = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert refused.is_error and refused.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+
+
+async def test_tampered_request_state_is_refused_over_http(served):
+    from mcp import types
+
+    async def unused(context, params):
+        raise AssertionError("the test drives the rounds")
+
+    async with served.client("auto", elicitation_callback=unused) as client:
+        first = await client.session.call_tool("billing.refund", {"id": "inv-7"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        state = first.request_state
+        tampered = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
+        answer = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+        refused = await client.session.call_tool("billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=tampered,
+                                                 allow_input_required=True)
+        accepted = await client.session.call_tool("billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=state,
+                                                  allow_input_required=True)
+    assert refused.is_error and "was altered, has expired, or belongs to another call" in refused.content[0].text
+    assert accepted.content[0].text == "refunded inv-7"
+
+
+async def test_json_response_mode_answers_input_requests_the_2026_way():
+    """Stateless JSON mode: no live elicitation on 2025 (unsupported), InputRequiredResult on 2026."""
+    from mcp import types
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with serve(json_response=True, stateless=True) as s:
+        async with s.client("legacy", elicitation_callback=approve) as client:
+            legacy = await client.call_tool("billing.refund", {"id": "inv-7"})
+        async with s.client("auto", elicitation_callback=approve) as client:
+            modern = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert legacy.is_error and legacy.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+    assert modern.content[0].text == "refunded inv-7"

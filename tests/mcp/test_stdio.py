@@ -16,14 +16,14 @@ REPO = HERE.parent.parent
 MODES = {"2025-stdio": "legacy", "2026-stdio": "auto"}
 
 
-def stdio_client(era: str) -> Client:
+def stdio_client(era: str, **options) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-u", "-m", "fusion_nb.mcp.stdio", "stdio_app:app"],
         env={"PYTHONPATH": f"{HERE}:{REPO}"},
         cwd=str(REPO),
     )
-    return Client(params, mode=MODES[era])
+    return Client(params, mode=MODES[era], **options)
 
 
 @pytest.fixture(params=list(MODES))
@@ -69,3 +69,17 @@ async def test_cancelling_the_call_runs_the_handlers_cleanup(era):
         with anyio.fail_after(20):
             cleaned = await client.call_tool("cleaned", {})  # answers once stall's finally has run
     assert cleaned.content[0].text == "cleaned"
+
+
+async def test_refund_flow_and_unsupported_elicitation(era):
+    from mcp import types
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with stdio_client(era, elicitation_callback=approve) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.content[0].text == "refunded inv-7"
+    async with stdio_client(era) as client:
+        refused = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert refused.is_error and refused.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")

@@ -1,0 +1,139 @@
+"""Interactive input over MCP with the SDK's real client: live elicitation (2025) and
+InputRequiredResult with a sealed request state (2026), on every in-memory path."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from eras import ERAS, client_for
+from fusion_mcp_testapp import make_app
+from mcp import Client, types
+
+from fusion_nb.mcp import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=ERAS)
+def era(request):
+    return request.param
+
+
+def person(answers: dict, seen: list):
+    """An elicitation callback answering by the request's message."""
+
+    async def callback(context, params):
+        seen.append(params)
+        reply = answers[params.message]
+        if isinstance(reply, str):
+            return types.ElicitResult(action=reply)
+        return types.ElicitResult(action="accept", content=reply)
+
+    return callback
+
+
+async def call(era, name, args, answers=None, seen=None, app=None):
+    app = app or make_app()[0]
+    options = {"elicitation_callback": person(answers, seen if seen is not None else [])} if answers is not None else {}
+    async with client_for(build_server(app), era, **options) as client:
+        return await client.call_tool(name, args)
+
+
+@pytest.mark.parametrize(("answer", "expected"), [({"confirm": True}, "refunded inv-7"), ({"confirm": False}, "refund declined"),
+                                                  ("decline", "refund declined"), ("cancel", "refund cancelled")])
+async def test_refund_flow_with_an_elicitation_callback(era, answer, expected):
+    seen = []
+    result = await call(era, "billing.refund", {"id": "inv-7"}, {"Refund invoice inv-7?": answer}, seen)
+    assert not result.is_error and result.content[0].text == expected
+    (params,) = seen
+    assert params.requested_schema == {"type": "object", "properties": {"confirm": {"type": "boolean", "description": "Approve the refund"}}, "required": ["confirm"]}
+
+
+async def test_a_client_without_elicitation_gets_elicitation_unsupported(era):
+    result = await call(era, "billing.refund", {"id": "inv-7"})
+    assert result.is_error
+    assert result.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input')
+
+
+async def test_three_rounds_accumulate_answers_and_state(era):
+    seen = []
+    answers = {"Your name?": {"name": "Ada"}, "Age of Ada?": {"age": 36}, "Plan?": {"plan": "pro"}}
+    result = await call(era, "onboard", {}, answers, seen)
+    assert result.content[0].text == "Ada, 36, pro, last state {'step': 3}"
+    assert [p.message for p in seen] == ["Your name?", "Age of Ada?", "Plan?"]
+
+
+async def test_url_mode(era):
+    seen = []
+    accepted = await call(era, "connect", {}, {"Approve access": {}}, seen)
+    assert accepted.content[0].text == "connected"
+    assert seen[0].url == "https://accounts.example.com/consent"
+    declined = await call(era, "connect", {}, {"Approve access": "decline"})
+    assert declined.content[0].text == "not connected (decline)"
+
+
+async def test_an_invalid_answer_from_a_protocol_client_is_refused(era):
+    answers = {"Your name?": {"name": "Ada"}, "Age of Ada?": {"age": 200}}
+    result = await call(era, "onboard", {}, answers)
+    assert result.is_error
+    assert result.content[0].text.startswith('[INVALID_ANSWER] Invalid answer for tool "onboard": "age" expected at most 150, got 200.')
+
+
+# -- 2026: the request state the client carries --------------------------------------------
+
+KEY = b"k" * 32
+
+
+def manual(server):
+    """A 2026 client that declares elicitation but lets the test drive the rounds."""
+    return Client(server, elicitation_callback=person({}, []))
+
+
+async def first_round(client, args=None):
+    result = await client.session.call_tool("billing.refund", args or {"id": "inv-7"}, allow_input_required=True)
+    assert isinstance(result, types.InputRequiredResult)
+    return result
+
+
+def approve():
+    return {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+
+
+async def retry(client, state, args=None):
+    return await client.session.call_tool("billing.refund", args or {"id": "inv-7"}, input_responses=approve(), request_state=state,
+                                          allow_input_required=True)
+
+
+async def test_request_state_is_sealed_and_round_trips():
+    app, _ = make_app()
+    async with manual(build_server(app)) as client:
+        first = await first_round(client)
+        assert first.request_state.startswith("v1.") and "inv-7" not in first.request_state
+        assert list(first.input_requests) == ["confirm"]
+        done = await retry(client, first.request_state)
+    assert done.content[0].text == "refunded inv-7"
+
+
+@pytest.mark.parametrize("how", ["tampered", "foreign arguments", "other keys", "expired"])
+async def test_a_bad_request_state_is_refused_in_one_sentence(how):
+    app, _ = make_app()
+    minting = build_server(app, request_state_keys=[KEY], request_state_ttl=1e-6 if how == "expired" else 600)
+    async with manual(minting) as client:
+        state = (await first_round(client)).request_state
+    args = {"id": "inv-8"} if how == "foreign arguments" else None
+    if how == "tampered":
+        state = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
+    checking = build_server(app, request_state_keys=[b"o" * 32 if how == "other keys" else KEY])
+    async with manual(checking) as client:
+        refused = await retry(client, state, args)
+    assert refused.is_error
+    assert refused.content[0].text.startswith('[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call.')
+
+
+async def test_processes_sharing_keys_accept_each_others_state():
+    app, _ = make_app()
+    async with manual(build_server(app, request_state_keys=[KEY])) as one:
+        state = (await first_round(one)).request_state
+    async with manual(build_server(app, request_state_keys=[b"n" * 32, KEY])) as other:  # rotated ring still unseals
+        done = await retry(other, state)
+    assert done.content[0].text == "refunded inv-7"
