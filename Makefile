@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The browser test drives Debian's chromium (Playwright cannot download browsers here).
 chromium:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 
 import ipywidgets as w
 
@@ -76,7 +77,7 @@ class CallView(w.VBox):
         result = self.call.result
         if result is not None:
             color = "#c62828" if result.is_error else "#2e7d32"
-            self.result_line.value = f'<span style="color:{color}">{escape(summary(result))}</span>'
+            self.result_line.value = f'<span style="color:{color}">{escape(summary(result))}</span>' + traceback_html(result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -158,3 +159,12 @@ class CallView(w.VBox):
         if call.result is not None and call.result.error is not None:
             text += f" {call.result.error.code}"
         return text + ">"
+
+
+def traceback_html(result) -> str:
+    """A folded traceback for a handler crash (the client only ever sees one sentence)."""
+    cause = result.error.__cause__ if result.error is not None else None
+    if not isinstance(cause, BaseException):
+        return ""
+    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"

@@ -413,3 +413,16 @@ def test_tool_schemas_map_onto_form_fields():
     assert n.read() == 2.5
     n.widget.value = "lots"
     assert n.problem() == "\"n\" expected a number, got 'lots'"
+
+
+async def test_a_crash_shows_its_traceback_in_the_view(app):
+    @app.f.action("crash").handle
+    async def crash(input, ctx):
+        raise ZeroDivisionError("no ratio")
+
+    call = app.start("crash")
+    view = CallView(call)
+    await call.wait()
+    assert "INTERNAL_ERROR" in view.result_line.value
+    assert "<details><summary>traceback</summary>" in view.result_line.value and "ZeroDivisionError: no ratio" in view.result_line.value
+    assert 'raise ZeroDivisionError("no ratio")' in view.result_line.value.replace("&quot;", '"')
