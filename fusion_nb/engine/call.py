@@ -285,15 +285,18 @@ class Call:
             self._held.append(queued[0])
         self.set_status(RUNNING)
         rounds = self.rounds
-        _rounds.set(rounds)  # the worker runs in its own context copy
-        if self._resume is not None:
-            request, response = self._resume
-            rounds.record(request, self._checked(request, response, None))
-        while True:
-            value = await tool.chain(self.ctx)
-            if type(value) is not InputRequest:
-                return value
-            rounds.record(value, await self._collect(value))
+        token = _rounds.set(rounds)  # this call's answers, also for an inline call nested in another
+        try:
+            if self._resume is not None:
+                request, response = self._resume
+                rounds.record(request, self._checked(request, response, None))
+            while True:
+                value = await tool.chain(self.ctx)
+                if type(value) is not InputRequest:
+                    return value
+                rounds.record(value, await self._collect(value))
+        finally:
+            _rounds.reset(token)
 
     async def _collect(self, request: InputRequest) -> InputResponse:
         """Ask the channel for the answers, re-asking invalid ones where it can."""

@@ -76,12 +76,10 @@ def channel_for(ctx: Any) -> InputChannel:
     return ClientRetries(ctx) if is_modern(ctx) else LiveElicitation(ctx)
 
 
-def resumption(params: types.CallToolRequestParams) -> tuple[dict[str, Any] | None, Any]:
-    """The continuation and the client's answer carried by a 2026 retry (plaintext here)."""
-    if not params.request_state:
-        return None, None
+def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dict[str, Any], Any]:
+    """The continuation and the client's answer carried by a 2026 retry."""
     try:
-        state = json.loads(params.request_state)
+        state = json.loads(plaintext)
         key = state["pending"]["key"]
     except (ValueError, KeyError, TypeError):
         return {}, None  # the engine refuses it with a clear sentence
@@ -104,21 +102,31 @@ def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
     )
 
 
-def state_protection(server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> list[Any]:
-    """Server middleware: a readable refusal outside the SDK's sealing boundary."""
-    security = RequestStateSecurity(keys=list(keys), ttl=ttl) if keys else RequestStateSecurity.ephemeral(ttl=ttl)
-    return [_refusal_as_result, RequestStateBoundary(security, default_audience=server_name)]
+class StateSeal:
+    """The SDK's request-state protection, applied only to the calls that carry state.
+
+    As server middleware (``RequestStateBoundary``) it would wrap every call; here
+    it runs on the few rounds that bring or mint a ``requestState`` (it uses the
+    boundary's own unseal/seal, so the claims, keys and checks are the SDK's).
+    """
+
+    def __init__(self, server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> None:
+        security = RequestStateSecurity(keys=list(keys), ttl=ttl) if keys else RequestStateSecurity.ephemeral(ttl=ttl)
+        self._boundary = RequestStateBoundary(security, default_audience=server_name)
+
+    def open(self, ctx: Any) -> tuple[str, Any] | None:
+        """``(plaintext, binding)``, or ``None`` for a tampered, expired or foreign state."""
+        try:
+            return self._boundary._unseal(ctx)
+        except MCPError:
+            return None
+
+    def close(self, ctx: Any, result: types.InputRequiredResult, binding: Any) -> Any:
+        return self._boundary._seal_result(ctx, result, binding)
 
 
-async def _refusal_as_result(ctx: Any, call_next: Any) -> Any:
-    """A tampered, expired or foreign ``requestState`` becomes one clear tool error."""
-    try:
-        return await call_next(ctx)
-    except MCPError as exc:
-        data = exc.error.data if isinstance(exc.error.data, dict) else {}
-        if ctx.method != "tools/call" or data.get("reason") != "invalid_request_state":
-            raise
-        name = (ctx.params or {}).get("name", "?")
-        error = ToolError(INVALID_INPUT, f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call.',
-                          recovery="Call the tool again without a request state to start over.")
-        return result_to_wire(CallResult.failure(error), has_output_schema=True)
+def refused_state(name: str) -> dict[str, Any]:
+    """A tampered, expired or foreign ``requestState`` as one clear tool error."""
+    error = ToolError(INVALID_INPUT, f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call.',
+                      recovery="Call the tool again without a request state to start over.")
+    return result_to_wire(CallResult.failure(error), has_output_schema=True)

@@ -22,7 +22,7 @@ from mcp.server.models import InitializationOptions
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
-from .elicitation import channel_for, input_required, resumption, state_protection
+from .elicitation import StateSeal, channel_for, input_required, refused_state, resumption
 from .progress import ProgressPump, wants_progress
 
 
@@ -109,11 +109,18 @@ def build_server(
         return tool.input_schema if tool is not None else None
 
     start = app.start
+    seal = StateSeal(app.name, keys=request_state_keys, ttl=request_state_ttl)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         info = RequestInfo(ctx) if app.context_factory is not None else None
-        resume, response = resumption(params) if params.request_state else (None, None)
+        resume = response = binding = None
+        if params.request_state:
+            opened = seal.open(ctx)
+            if opened is None:
+                return refused_state(params.name)
+            plaintext, binding = opened
+            resume, response = resumption(params, plaintext)
         options = {"request_info": info, "channel": channel_for(ctx), "resume": resume, "response": response, "inline": True}
         if not wants_progress(ctx):
             call = start(params.name, params.arguments, **options)
@@ -131,7 +138,7 @@ def build_server(
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
         if result.input_required is not None:
-            return input_required(result.input_required)
+            return seal.close(ctx, input_required(result.input_required), binding)
         tool = call.tool
         return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None)
 
@@ -145,7 +152,6 @@ def build_server(
     )
     if not telemetry:
         server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
-    server.middleware.extend(state_protection(app.name, keys=request_state_keys, ttl=request_state_ttl))
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier

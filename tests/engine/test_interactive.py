@@ -285,3 +285,20 @@ def test_form_schema_is_flat_and_complete():
         ask.string().min(1)
     with pytest.raises(ValueError):
         ask.integer().default("x")
+
+
+async def test_a_nested_inline_call_sees_only_its_own_answers(app):
+    @app.f.action("inner").handle
+    async def inner(input, ctx):
+        return read_input("confirm")
+
+    @app.f.action("outer").handle
+    async def outer(input, ctx):
+        if read_input("confirm") is None:
+            return require_input.elicit("OK?", {"confirm": ask.boolean()})
+        nested = await app.call("inner", inline=True)
+        return (read_input("confirm"), nested.value)
+
+    result = await app.call("outer", answers={"confirm": True}, inline=True)
+    assert result.value == (True, None)
+    assert read_input("confirm") is None, "nothing leaks into the caller"
