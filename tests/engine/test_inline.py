@@ -24,7 +24,9 @@ async def test_inline_call_runs_in_the_waiting_task_with_progress(app):
     assert app.background_tasks == 0
 
 
-async def test_cancelling_the_waiting_task_aborts_an_inline_call(app):
+@pytest.fixture
+def slow(app):
+    """A tool stuck in an await until cancelled; records that its ``finally`` ran."""
     entered, cleaned = anyio.Event(), []
 
     @app.f.action("slow").handle
@@ -35,6 +37,11 @@ async def test_cancelling_the_waiting_task_aborts_an_inline_call(app):
         finally:
             cleaned.append(True)
 
+    return entered, cleaned
+
+
+async def test_cancelling_the_waiting_task_aborts_an_inline_call(app, slow):
+    entered, cleaned = slow
     call = app.start("slow", inline=True)
     async with anyio.create_task_group() as group:
         group.start_soon(call.wait)
@@ -43,17 +50,8 @@ async def test_cancelling_the_waiting_task_aborts_an_inline_call(app):
     assert call.result.error.code == CANCELLED and cleaned == [True]
 
 
-async def test_abort_from_elsewhere_answers_the_inline_waiter(app):
-    entered, cleaned = anyio.Event(), []
-
-    @app.f.action("slow").handle
-    async def slow(input, ctx):
-        try:
-            entered.set()
-            await anyio.sleep_forever()
-        finally:
-            cleaned.append(True)
-
+async def test_abort_from_elsewhere_answers_the_inline_waiter(app, slow):
+    entered, cleaned = slow
     call = app.start("slow", inline=True)
     async with anyio.create_task_group() as group:
         results = []
