@@ -73,7 +73,11 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
     async def app_stream():
         return await app.call("stream", on_progress=lambda e: None)
 
-    for label, bare, full in (("async function", bare_echo, app_echo), ("async generator, 3 progress", bare_stream, app_stream)):
+    async def app_echo_inline():
+        return await app.call("echo", {"text": "hi"}, inline=True)
+
+    for label, bare, full in (("async function", bare_echo, app_echo), ("async generator, 3 progress", bare_stream, app_stream),
+                              ("async function, inline (MCP path)", bare_echo, app_echo_inline)):
         bare_t, full_t = [], []
         for _ in range(3):  # interleave to share the machine's noise
             bare_t.append(await per_call(bare, calls))
