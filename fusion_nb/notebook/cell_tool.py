@@ -8,6 +8,7 @@ so the cell shows its traceback with the tool cell's own line numbers.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..engine import INTERNAL_ERROR, Tool
@@ -30,7 +31,13 @@ class CellTool:
 
     async def __call__(self, **arguments: Any) -> Any:
         call = self.start(**arguments)
-        result = await call.wait()
+        try:
+            result = await call.wait()
+        except asyncio.CancelledError:
+            # interrupted: the call is settled; give its handler's cleanup one loop turn
+            # before IPython spends its time rendering this cell's traceback
+            await asyncio.sleep(0)
+            raise
         error = result.error
         if error is not None and error.code == INTERNAL_ERROR and isinstance(error.__cause__, Exception):
             raise error.__cause__

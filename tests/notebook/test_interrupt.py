@@ -1,5 +1,6 @@
 """The interrupt button: an awaited call stops promptly; background calls stop while idle."""
 
+import re
 import time
 
 import pytest
@@ -7,12 +8,12 @@ import pytest
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
 SLOW_TOOL = """%%fusion_tool slow
-import anyio
+import anyio, time
 try:
     print("started", flush=True)
     await anyio.sleep(3600)
 finally:
-    print("cleaned", flush=True)
+    print(f"cleaned at {time.monotonic()}", flush=True)
 """
 
 
@@ -20,9 +21,16 @@ def printed(kernel, text):
     return any(m["msg_type"] == "stream" and text in m["content"]["text"] for m in kernel.iopub)
 
 
+RECORD_SETTLING = """import fusion_nb, time
+settled_at = {}
+fusion_nb.default_app.on_call(lambda call: call.watch(lambda c: c.settled and settled_at.setdefault(c.id, time.monotonic())))
+"""
+
+
 async def test_interrupting_an_awaiting_call_is_prompt_and_runs_cleanup(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(SLOW_TOOL)
+    await kernel.run(RECORD_SETTLING)
     cell = kernel.submit("await slow()")
     await kernel.wait_until(lambda: printed(kernel, "started"), what="the tool to start")
     sent = time.monotonic()
@@ -33,6 +41,13 @@ async def test_interrupting_an_awaiting_call_is_prompt_and_runs_cleanup(kernel):
     assert cell.status == "error" and cell.error["ename"] in ("CancelledError", "KeyboardInterrupt")
     assert latency < 2.0, f"interrupt took {latency:.2f} s (ipykernel's loop was not woken)"
     await kernel.wait_until(lambda: printed(kernel, "cleaned"), what="the tool's finally")
+    # CLOCK_MONOTONIC is shared by both processes. The call settles (CANCELLED, its view
+    # updated) at once; its handler's finally runs after IPython has rendered the cell's
+    # traceback, which shares the loop.
+    cleaned_at = float(re.search(r"cleaned at ([0-9.]+)", "".join(m["content"].get("text", "") for m in kernel.iopub if m["msg_type"] == "stream")).group(1))
+    settled_at = float((await kernel.run("print(*settled_at.values())")).stdout.split()[-1])
+    print(f"interrupt -> call settled: {(settled_at - sent) * 1000:.0f} ms; -> handler finally: {(cleaned_at - sent) * 1000:.0f} ms")
+    assert settled_at - sent < 1.0
     status = await kernel.run("import fusion_nb\nprint([c.status for c in fusion_nb.default_app.active_calls])")
     assert status.stdout.strip() == "[]"
 
