@@ -16,7 +16,7 @@ from .channel import InputChannel, NoChannel, ScriptedAnswers, as_response
 from .errors import INVALID_INPUT, UNKNOWN_TOOL, ToolError
 from .interactive import InputRequest, InputResponse, Rounds, arguments_digest
 from .ask import fields_from_schema
-from .middleware import Middleware, compose
+from .middleware import Middleware
 from .result import CallResult
 from .schema import validate_input
 from .streaming import ProgressEvent
@@ -86,7 +86,7 @@ class Fusion:
         """Add app-wide middleware (outermost); existing tools are recomposed once."""
         self.middleware.append(middleware)
         for tool in self._tools.values():
-            tool.chain = compose([*self.middleware, *tool.middleware], tool._terminal)
+            tool.compose()
         return self
 
     def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:

@@ -94,6 +94,8 @@ class Call:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _notify(self) -> None:
+        if not self._listeners:
+            return
         for listener in list(self._listeners):  # listeners may unsubscribe while notified
             try:
                 listener(self)

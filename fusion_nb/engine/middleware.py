@@ -12,21 +12,14 @@ Middleware = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 def compose(middleware: Sequence[Middleware], terminal: Stage) -> Stage:
     """Build the chain once: the first middleware is outermost, ``terminal`` innermost.
 
-    Each stage checks ``ctx.signal`` before it runs, so an abort between two
-    middleware (or between the last middleware and the handler) stops the call there.
+    Each middleware stage checks ``ctx.signal`` before it runs, and ``terminal``
+    checks it itself, so an abort between two middleware (or between the last
+    middleware and the handler) stops the call there.
     """
-    chain = _gated(terminal)
+    chain = terminal
     for mw in reversed(middleware):
         chain = _stage(mw, chain)
     return chain
-
-
-def _gated(stage: Stage) -> Stage:
-    async def gate(ctx: Any) -> Any:
-        ctx.signal.raise_if_aborted()
-        return await stage(ctx)
-
-    return gate
 
 
 def _stage(mw: Middleware, inner: Stage) -> Stage:

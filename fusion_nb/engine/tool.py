@@ -61,14 +61,33 @@ class Tool:
         self.kind: str = self.run_handler.kind  # type: ignore[attr-defined]
         self.slots = Slots(name, *concurrency) if concurrency else None
         self.serializer = Slots(name, 1, None) if verb == "mutation" else None
-        self.chain = compose([*app.middleware, *middleware], self._terminal)
+        self.compose()
 
-    async def _terminal(self, ctx: Any) -> Any:
-        call = ctx._call
-        if self.serializer is not None and self.serializer not in call._held:  # once per call, not per round
-            await call.hold(self.serializer)
+    def compose(self) -> None:
+        """(Re)build the chain: app middleware, then the tool's, then the handler stage."""
+        self.chain = compose([*self.app.middleware, *self.middleware], self._handler_stage())
+
+    def _handler_stage(self) -> Any:
+        """The innermost stage: a last abort gate, the mutation lock, the handler."""
+        run, serializer = self.run_handler, self.serializer
+        if serializer is None and self.kind == "async":
+            fn = self.handler
+
+            async def plain(ctx: Any) -> Any:  # the common case, one frame
+                ctx.signal.raise_if_aborted()
+                return await fn(ctx.input, ctx)
+
+            return plain
+
+        async def stage(ctx: Any) -> Any:
             ctx.signal.raise_if_aborted()
-        return await self.run_handler(ctx.input, ctx, call.offer_progress)
+            call = ctx._call
+            if serializer is not None and serializer not in call._held:  # once per call, not per round
+                await call.hold(serializer)
+                ctx.signal.raise_if_aborted()
+            return await run(ctx.input, ctx, call.offer_progress)
+
+        return stage
 
     async def __call__(self, **arguments: Any) -> Any:
         result = await self.app.call(self.name, arguments)
