@@ -53,13 +53,15 @@ def result_to_mcp(result: CallResult, *, has_output_schema: bool) -> types.CallT
     return _CallToolResult(content=_content(result.content), structured_content=structured, is_error=result.is_error)
 
 
-def result_to_wire(result: CallResult, *, has_output_schema: bool) -> dict[str, Any]:
+def result_to_wire(result: CallResult, *, has_output_schema: bool, modern: bool = True) -> dict[str, Any]:
     """``result_to_mcp`` as the wire dict the SDK would dump it to (same rules).
 
     The hot path returns this: the SDK's result sieve validates a dict exactly as it
     validates a model, so building and dumping the pydantic models would be pure cost.
     """
-    wire: dict[str, Any] = {"content": result.content, "isError": result.is_error, "resultType": "complete"}
+    wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
+    if modern:  # required from 2026-07-28 on; on a handshake-era wire it only costs validation
+        wire["resultType"] = "complete"
     structured = result.structured_content
     if structured is not None and not (result.is_error and has_output_schema):
         wire["structuredContent"] = structured

@@ -22,7 +22,7 @@ from mcp.server.models import InitializationOptions
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
-from .elicitation import StateSeal, channel_for, input_required, refused_state, resumption
+from .elicitation import StateSeal, channel_for, input_required, is_modern, refused_state, resumption
 from .progress import ProgressPump, wants_progress
 
 
@@ -140,7 +140,7 @@ def build_server(
         if result.input_required is not None:
             return seal.close(ctx, input_required(result.input_required), binding)
         tool = call.tool
-        return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None)
+        return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx))
 
     server = FusionServer(
         app.name,
