@@ -8,14 +8,14 @@ from typing import Any
 
 import anyio
 
+from .ask import fields_from_schema
 from .background import Detached, spawn
 from .builder import BuilderFactory
 from .call import Call
-from .context import Context
 from .channel import InputChannel, NoChannel, ScriptedAnswers, as_response
+from .context import Context
 from .errors import INVALID_INPUT, UNKNOWN_TOOL, ToolError
 from .interactive import InputRequest, InputResponse, Rounds, arguments_digest
-from .ask import fields_from_schema
 from .middleware import Middleware
 from .result import CallResult
 from .schema import validate_input

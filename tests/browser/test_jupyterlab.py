@@ -7,7 +7,6 @@ call. Screenshots go to ``test-artifacts/browser/``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket

@@ -2,7 +2,6 @@
 
 import asyncio
 
-import anyio
 import pytest
 
 from fusion_nb import Fusion

@@ -103,6 +103,7 @@ async def test_mutation_waiter_abort_never_hands_the_lock_on_early(app):
     assert app.get("billing.refund").serializer.queued == 1
 
     gate.finish("a")
+    assert (await a.wait()).value == "a"
     await gate.started_("c")
     gate.finish("c")
     assert (await c.wait()).value == "c"

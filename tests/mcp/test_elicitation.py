@@ -3,7 +3,6 @@ InputRequiredResult with a sealed request state (2026), on every in-memory path.
 
 from __future__ import annotations
 
-import anyio
 import pytest
 from eras import ERAS, client_for
 from fusion_mcp_testapp import make_app

@@ -6,7 +6,7 @@ import anyio
 import mcp_types as types
 import pytest
 from eras import ERAS, client_for
-from fusion_mcp_testapp import PNG, EchoOut
+from fusion_mcp_testapp import EchoOut
 
 from fusion_nb.mcp import build_server
 
