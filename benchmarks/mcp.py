@@ -3,10 +3,12 @@
 Every server exposes the same ``echo`` tool (text block plus structured content
 ``{"result": text}`` with an output schema) and is driven by the same ``mcp.Client``,
 which lists tools first so ``call_tool`` never re-lists. All servers are connected at
-once and called round-robin in a rotating order, so machine noise hits them alike;
-read the ratios, not the absolute times.
+once and take turns in blocks of ``--block`` calls, in a rotating order, so machine
+noise hits them alike; read the ratios, not the absolute times. ``--block 1``
+alternates every call: each server then runs with caches cooled by the others
+(FastMCP's much larger path mostly), which penalises the lighter servers.
 
-Run: ``.venv/bin/python benchmarks/mcp.py [--calls N] [--warmup N]``.
+Run: ``.venv/bin/python benchmarks/mcp.py [--calls N] [--warmup N] [--block N]``.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ BASELINE = "lowlevel (default, OTel)"
 PATHS = {"2026 in-memory direct": "auto", "2025 in-memory (handshake)": "legacy"}
 
 
-async def bench_path(mode: str, calls: int, warmup: int) -> dict[str, list[float]]:
+async def bench_path(mode: str, calls: int, warmup: int, block: int) -> dict[str, list[float]]:
     names = list(SERVERS)
     async with contextlib.AsyncExitStack() as stack:
         clients = {name: await stack.enter_async_context(Client(SERVERS[name](), mode=mode)) for name in names}
@@ -103,13 +105,14 @@ async def bench_path(mode: str, calls: int, warmup: int) -> dict[str, list[float
                 await clients[name].call_tool("echo", {"text": "warm"})
         latencies: dict[str, list[float]] = {name: [] for name in names}
         clock = time.perf_counter
-        for i in range(calls):
-            shift = i % len(names)
+        for turn in range(max(1, calls // block)):
+            shift = turn % len(names)
             for name in names[shift:] + names[:shift]:
                 client = clients[name]
-                start = clock()
-                await client.call_tool("echo", {"text": "hello"})
-                latencies[name].append(clock() - start)
+                for _ in range(block):
+                    start = clock()
+                    await client.call_tool("echo", {"text": "hello"})
+                    latencies[name].append(clock() - start)
         return latencies
 
 
@@ -128,11 +131,11 @@ def table(title: str, latencies: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
-async def main(calls: int, warmup: int) -> None:
+async def main(calls: int, warmup: int, block: int) -> None:
     import jsonschema  # noqa: F401  - the client's first output validation imports it (slow); not part of a call
 
     for title, mode in PATHS.items():
-        print(table(f"{title}, {calls} calls per server", await bench_path(mode, calls, warmup)))
+        print(table(f"{title}, {calls} calls per server", await bench_path(mode, calls, warmup, block)))
         print()
 
 
@@ -140,5 +143,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--block", type=int, default=100, help="calls per server per turn (1: alternate every call)")
     args = parser.parse_args()
-    anyio.run(main, args.calls, args.warmup)
+    anyio.run(main, args.calls, args.warmup, args.block)

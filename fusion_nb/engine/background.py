@@ -50,8 +50,9 @@ class Detached:
 
     def _finish(self) -> None:
         self.done = True
-        if self._on_done is not None:
-            self._on_done()
+        on_done, self._on_done = self._on_done, None  # (its closure refers back to this handle)
+        if on_done is not None:
+            on_done()
 
 
 def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:

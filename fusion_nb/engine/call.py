@@ -64,6 +64,7 @@ class Call:
         self.started_at = time.monotonic()
         self.progress: ProgressEvent | None = None
         self.result: CallResult | None = None
+        #: the handler's context while the call runs (``None`` once settled)
         self.ctx: Context | None = None
         self._settled: anyio.Event | None = None  # made when somebody waits
         self._held: list[Slots] = []
@@ -194,6 +195,7 @@ class Call:
             return
         self.result = result
         self.status = status
+        self.ctx = None  # the context points back at the call: no cycle outlives it (less GC)
         if self._settled is not None:
             self._settled.set()
         self.app._forget(self)
@@ -286,14 +288,14 @@ class Call:
             self._turn = None
             self._held.append(queued[0])
         self.set_status(RUNNING)
-        rounds = self.rounds
+        rounds, ctx = self.rounds, self.ctx
         token = _rounds.set(rounds)  # this call's answers, also for an inline call nested in another
         try:
             if self._resume is not None:
                 request, response = self._resume
                 rounds.record(request, self._checked(request, response, None))
             while True:
-                value = await tool.chain(self.ctx)
+                value = await tool.chain(ctx)
                 if type(value) is not InputRequest:
                     return value
                 rounds.record(value, await self._collect(value))
