@@ -2,6 +2,8 @@
 
 import asyncio
 
+import anyio
+
 import pytest
 
 from fusion_nb import Fusion
@@ -28,3 +30,19 @@ async def app():
         return  # trio: app.background_tasks above counts the detached system tasks
     ours = [t for t in tasks if t.get_name().startswith("fusion-nb")]
     assert not ours, f"asyncio tasks left: {ours}"
+
+
+@pytest.fixture
+def slow(app):
+    """A tool stuck in an await until cancelled; records that its ``finally`` ran."""
+    entered, cleaned = anyio.Event(), []
+
+    @app.f.action("slow").handle
+    async def slow(input, ctx):
+        try:
+            entered.set()
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append(True)
+
+    return entered, cleaned

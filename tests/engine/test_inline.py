@@ -24,22 +24,6 @@ async def test_inline_call_runs_in_the_waiting_task_with_progress(app):
     assert app.background_tasks == 0
 
 
-@pytest.fixture
-def slow(app):
-    """A tool stuck in an await until cancelled; records that its ``finally`` ran."""
-    entered, cleaned = anyio.Event(), []
-
-    @app.f.action("slow").handle
-    async def slow(input, ctx):
-        try:
-            entered.set()
-            await anyio.sleep_forever()
-        finally:
-            cleaned.append(True)
-
-    return entered, cleaned
-
-
 async def test_cancelling_the_waiting_task_aborts_an_inline_call(app, slow):
     entered, cleaned = slow
     call = app.start("slow", inline=True)
