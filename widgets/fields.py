@@ -54,10 +54,11 @@ class FieldInput:
                 return w.Checkbox(value=bool(default), description=label, indent=False)
             return w.Dropdown(options=[("true", True), ("false", False)], value=None, description=label, style=_WIDE)
         if field.type in ("number", "integer"):
-            if field.required or field.has_default:
+            if field.has_default:
                 return self._number(label, default)
+            # no default: start blank, so nobody submits a 0 they never typed
             self.parsed = True
-            return w.Text(placeholder=field.type, description=label, style=_WIDE)
+            return w.Text(placeholder=_range_hint(field), description=label, style=_WIDE)
         if field.type == "string":
             return w.Text(value=default or "", placeholder=field.description or "", description=label, style=_WIDE)
         self.parsed = True  # anything else: JSON text
@@ -67,7 +68,7 @@ class FieldInput:
         field = self.field
         integer = field.type == "integer"
         low, high = field.minimum, field.maximum
-        start = default if default is not None else (low if low is not None else 0)
+        start = default
         if low is None and high is None:
             cls = w.IntText if integer else w.FloatText
             return cls(value=start, description=label, style=_WIDE)
@@ -123,6 +124,17 @@ class FieldInput:
 
     def disable(self) -> None:
         self.widget.disabled = True
+
+
+def _range_hint(field: AskField) -> str:
+    low, high = field.minimum, field.maximum
+    if low is not None and high is not None:
+        return f"{field.type}, {low:g} to {high:g}"
+    if low is not None:
+        return f"{field.type}, at least {low:g}"
+    if high is not None:
+        return f"{field.type}, at most {high:g}"
+    return field.type
 
 
 def _parse(fn: Any, text: str, key: str, what: str) -> Any:

@@ -68,6 +68,20 @@ async def test_form_shows_inline_validation_and_answers_once_valid():
     assert (await form.answer()) is form.response
 
 
+async def test_a_required_number_without_default_starts_blank_and_must_be_answered():
+    form = ElicitationForm(require_input.elicit("Seats", {"seats": ask.integer("Seats").min(1).max(50)}))
+    seats = form.inputs["seats"]
+    assert seats.widget.value == "" and seats.widget.placeholder == "integer, 1 to 50"
+    form.submit_button.click()
+    assert not form.answered and "required" in seats.error.value
+    seats.widget.value = "80"
+    form.submit_button.click()
+    assert not form.answered and "at most 50" in seats.error.value
+    seats.widget.value = "3"
+    form.submit_button.click()
+    assert form.response.content == {"seats": 3}
+
+
 async def test_form_shows_problems_of_a_reask():
     problems = ['"age" expected at most 130, got 200', "expected the answer to be an object"]
     form = make_prompt(require_input.elicit("Sign up", FIELDS), problems)
