@@ -83,3 +83,19 @@ async def test_redefining_a_tool_notifies_connected_clients(kernel):
                 event = await subscription.__anext__()
         assert type(event).__name__ == "ToolsListChanged"
     await kernel.run("%fusion stop")
+
+
+async def test_the_interrupt_button_still_works_while_serving(kernel):
+    """uvicorn runs with its signal capture off: SIGINT still reaches the kernel, and
+    neither an idle interrupt nor a cell's interrupt stops the server."""
+    _, url, token = await serve(kernel)
+    await kernel.interrupt()  # idle: nothing to cancel, and the server must not exit
+    cell = kernel.submit("import asyncio\nprint('waiting', flush=True)\nawait asyncio.sleep(3600)")
+    await kernel.wait_until(lambda: "waiting" in cell.stdout, what="the cell to start")
+    await kernel.interrupt()
+    await kernel.finished(cell, timeout=20)
+    assert cell.error["ename"] in ("CancelledError", "KeyboardInterrupt")
+    await kernel.run("await asyncio.sleep(0.5)")  # a server told to exit would be gone by now
+    async with connect(url, token, "legacy") as client:
+        assert (await client.call_tool("shout", {"text": "still here"})).content[0].text == "STILL HERE"
+    await kernel.run("%fusion stop")
