@@ -29,6 +29,7 @@ class Host:
         self.shell = shell
         self.app = app
         self.server: Any = None
+        self.panel: Any = None  # the activity panel shown by %fusion serve and %fusion status
         self.interrupts: IdleInterrupts | None = None
         self.wake_signal: int | None = None
         try:
@@ -76,8 +77,8 @@ class Host:
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
-            return ActivityPanel(self.app)
-        return None
+            self.panel = ActivityPanel(self.app)
+        return self.panel
 
     def stop(self) -> Any:
         if self.server is None or not self.server.running:
@@ -86,7 +87,13 @@ class Host:
         self.server.stop_soon()
         print(f"Stopped serving {self.server.url}.")
         self.server = None
+        self._close_panel()
         return None
+
+    def _close_panel(self) -> None:
+        if self.panel is not None:
+            self.panel.close()  # lets go of the app's call listener
+            self.panel = None
 
     def status(self) -> str:
         calls = self.app.active_calls
@@ -104,3 +111,4 @@ class Host:
             self.loop.remove_signal_handler(self.wake_signal)
         if self.server is not None:
             self.server.stop_soon()
+        self._close_panel()

@@ -97,7 +97,7 @@ class FusionMagics(Magics):
             return self.host.stop()
         if args.command == "status":
             print(self.host.status())
-            return None
+            return self.host.panel
         print(self.fusion.__doc__)
         print(self.fusion.parser.format_help())
         return None

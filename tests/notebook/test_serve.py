@@ -50,8 +50,11 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
         denied = await http.post(url, json={}, headers={"Content-Type": "application/json"})
     assert denied.status_code == 401
     status = await kernel.run("%fusion status")
-    assert f"serving at {url}" in status.stdout
+    assert f"serving at {url}" in status.stdout and "<ActivityPanel fusion-nb" in status.texts()[-1]
+    listeners = await kernel.run("import fusion_nb\nprint(len(fusion_nb.default_app._call_listeners))")
     await kernel.run("%fusion stop")
+    after = await kernel.run("print(len(fusion_nb.default_app._call_listeners))")
+    assert int(after.stdout) == int(listeners.stdout) - 1, "stopping closes the activity panel"
     with pytest.raises(httpx.ConnectError):
         with anyio.fail_after(10):
             while True:  # uvicorn closes its socket on its next tick
