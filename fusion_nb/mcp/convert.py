@@ -1,7 +1,8 @@
-"""Engine objects in MCP SDK types: tool descriptions and call results.
+"""Engine objects in MCP terms: tool descriptions (SDK models) and call results (wire dicts).
 
-The engine speaks plain dicts already shaped like the MCP wire; this module is the
-one place that turns them into ``mcp_types`` models.
+The engine already speaks plain dicts shaped like the MCP wire, so a result needs no
+models: the SDK's result sieve validates a dict exactly as it validates a model, and
+building then dumping pydantic models would be pure cost on every call.
 """
 
 from __future__ import annotations
@@ -11,10 +12,6 @@ from typing import Any
 import mcp_types as types
 
 from ..engine import CallResult, Tool
-
-_TextContent = types.TextContent
-_CallToolResult = types.CallToolResult
-_validate_block = types.CallToolResult.model_fields["content"].annotation  # list[ContentBlock]
 
 
 def tool_to_mcp(tool: Tool) -> types.Tool:
@@ -29,35 +26,13 @@ def tool_to_mcp(tool: Tool) -> types.Tool:
     )
 
 
-def _content(blocks: list[dict[str, Any]]) -> list[Any]:
-    out: list[Any] = []
-    for block in blocks:
-        if block.get("type") == "text" and len(block) == 2:
-            out.append(_TextContent(text=block["text"]))
-        else:  # image, resource, audio, annotated text: let the SDK's models validate the wire shape
-            out.append(types.CallToolResult.model_validate({"content": [block]}).content[0])
-    return out
-
-
-def result_to_mcp(result: CallResult, *, has_output_schema: bool) -> types.CallToolResult:
-    """A ``CallToolResult`` for an engine result.
+def result_to_wire(result: CallResult, *, has_output_schema: bool, modern: bool = True) -> dict[str, Any]:
+    """The ``CallToolResult`` wire dict for an engine result.
 
     An error result keeps its ``{"error": {...}}`` structured content unless the tool
     declares an output schema: that shape would not match the schema, and some
     clients validate structured content even on errors (the SDK's does not). The
     text block names the code, message and recovery either way.
-    """
-    structured = result.structured_content
-    if result.is_error and has_output_schema:
-        structured = None
-    return _CallToolResult(content=_content(result.content), structured_content=structured, is_error=result.is_error)
-
-
-def result_to_wire(result: CallResult, *, has_output_schema: bool, modern: bool = True) -> dict[str, Any]:
-    """``result_to_mcp`` as the wire dict the SDK would dump it to (same rules).
-
-    The hot path returns this: the SDK's result sieve validates a dict exactly as it
-    validates a model, so building and dumping the pydantic models would be pure cost.
     """
     wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
     if modern:  # required from 2026-07-28 on; on a handshake-era wire it only costs validation

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import mcp_types as types
 import pytest
 from eras import ERAS, client_for
 
@@ -79,16 +80,20 @@ async def test_telemetry_middleware_is_off_unless_asked_for(app_probe):
     assert [type(m).__name__ for m in build_server(app, telemetry=True).middleware] == ["OpenTelemetryMiddleware"]
 
 
-def test_wire_results_match_the_typed_conversion():
+def test_wire_results_are_valid_sdk_results():
+    """What call_tool returns is exactly what the SDK's own CallToolResult model accepts and dumps."""
     from fusion_mcp_testapp import PNG
 
     from fusion_nb import CallResult, ToolError
     from fusion_nb.engine.present import present
-    from fusion_nb.mcp.convert import result_to_mcp, result_to_wire
+    from fusion_nb.mcp.convert import result_to_wire
 
     error = CallResult.failure(ToolError("X", "It failed."))
     results = [CallResult(content=c, structured_content=s) for c, s in (present("hi"), present({"a": 1}), present(PNG), present(b"\x00raw"))]
     for result in [*results, error]:
         for schema in (False, True):
-            typed = result_to_mcp(result, has_output_schema=schema).model_dump(by_alias=True, mode="json", exclude_none=True)
-            assert result_to_wire(result, has_output_schema=schema) == typed
+            wire = result_to_wire(result, has_output_schema=schema)
+            typed = types.CallToolResult.model_validate(wire).model_dump(by_alias=True, mode="json", exclude_none=True)
+            assert wire == typed
+    assert "structuredContent" in result_to_wire(error, has_output_schema=False)
+    assert "structuredContent" not in result_to_wire(error, has_output_schema=True)
