@@ -185,7 +185,8 @@ class Fusion:
         """Wait until no detached task runs; returns False on timeout."""
         with anyio.move_on_after(timeout):
             while self._workers:
-                self._idle = anyio.Event()
+                if self._idle is None or self._idle.is_set():
+                    self._idle = anyio.Event()  # shared by every waiter until it is set
                 await self._idle.wait()
             return True
         return False

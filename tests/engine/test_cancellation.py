@@ -338,3 +338,21 @@ async def test_respond_then_cleanup_order(app):
     result = await app.call("ordered")
     order.append("result")
     assert result.value == "value" and order == ["finally", "result"]
+
+
+async def test_several_waiters_for_the_background_all_wake(app, slow):
+    entered, cleaned = slow
+    call = app.start("slow")
+    await entered.wait()
+    woke = []
+
+    async def waiter(name):
+        assert await app.wait_background(5)
+        woke.append(name)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter, "first")
+        group.start_soon(waiter, "second")
+        await anyio.wait_all_tasks_blocked()
+        call.cancel()
+    assert sorted(woke) == ["first", "second"] and cleaned == [True]
