@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test test-fast bench clean chromium
+.PHONY: lab test test-fast check bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: $(STAMP) chromium
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not kernel and not browser"
+
+# The engineering gate: lint, format and types (strict on the engine).
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py

@@ -15,7 +15,6 @@ import anyio
 
 from fusion_nb import Fusion, progress, respond
 
-
 UNWOUND: dict[str, float] = {}  # call id -> when the stuck handler's finally ran
 
 
@@ -79,8 +78,11 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
     async def app_echo_inline():
         return await app.call("echo", {"text": "hi"}, inline=True)
 
-    for label, bare, full in (("async function", bare_echo, app_echo), ("async generator, 3 progress", bare_stream, app_stream),
-                              ("async function, inline (MCP path)", bare_echo, app_echo_inline)):
+    for label, bare, full in (
+        ("async function", bare_echo, app_echo),
+        ("async generator, 3 progress", bare_stream, app_stream),
+        ("async function, inline (MCP path)", bare_echo, app_echo_inline),
+    ):
         bare_t, full_t = [], []
         for _ in range(3):  # interleave to share the machine's noise
             bare_t.append(await per_call(bare, calls))
@@ -94,7 +96,9 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
         result = await app.call("flood", {"n": flood_n}, on_progress=listener)
         assert not result.is_error
         total = time.perf_counter() - start
-        rows.append((f"100,000 progress yields, {label}", f"{total * 1e3:8.1f} ms", f"{total / flood_n * 1e9:6.0f} ns/yield"))
+        rows.append(
+            (f"100,000 progress yields, {label}", f"{total * 1e3:8.1f} ms", f"{total / flood_n * 1e9:6.0f} ns/yield")
+        )
 
     settle, unwind = [], []
     for _ in range(300):
@@ -120,7 +124,13 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
     for call in calls:
         call.cancel()
     await app.wait_background()
-    rows.append((f"memory per in-flight call ({in_flight} stuck)", f"{used / in_flight / 1024:8.1f} KiB", "tracemalloc, handler frame included"))
+    rows.append(
+        (
+            f"memory per in-flight call ({in_flight} stuck)",
+            f"{used / in_flight / 1024:8.1f} KiB",
+            "tracemalloc, handler frame included",
+        )
+    )
     return rows
 
 

@@ -20,21 +20,21 @@ import sys
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     del sys.path[0]
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import contextlib
+import json
+import statistics
+import time
+from typing import Any
 
-import anyio  # noqa: E402
-import mcp_types as types  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.server.lowlevel.server import Server  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.server.lowlevel.server import Server
+from pydantic import BaseModel
 
-from fusion_nb import Fusion  # noqa: E402
-from fusion_nb.mcp import build_server  # noqa: E402
+from fusion_nb import Fusion
+from fusion_nb.mcp import build_server
 
 
 class EchoOut(BaseModel):
@@ -118,21 +118,26 @@ async def bench_path(mode: str, calls: int, warmup: int, block: int) -> dict[str
 
 def table(title: str, latencies: dict[str, list[float]]) -> str:
     base = statistics.median(latencies[BASELINE])
-    lines = [f"### {title}", "",
-             "| server | calls/s | p50 µs | p90 µs | p50 vs lowlevel | speed vs FastMCP |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| server | calls/s | p50 µs | p90 µs | p50 vs lowlevel | speed vs FastMCP |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     fast = statistics.median(latencies["FastMCP 4.2.3"])
     for name, values in latencies.items():
         values = sorted(values)
         p50 = statistics.median(values)
         p90 = values[int(len(values) * 0.9)]
         rate = len(values) / sum(values)
-        lines.append(f"| {name} | {rate:,.0f} | {p50 * 1e6:,.0f} | {p90 * 1e6:,.0f} | {p50 / base:.2f} | {fast / p50:.2f}x |")
+        lines.append(
+            f"| {name} | {rate:,.0f} | {p50 * 1e6:,.0f} | {p90 * 1e6:,.0f} | {p50 / base:.2f} | {fast / p50:.2f}x |"
+        )
     return "\n".join(lines)
 
 
 async def main(calls: int, warmup: int, block: int) -> None:
-    import jsonschema  # noqa: F401  - the client's first output validation imports it (slow); not part of a call
+    import jsonschema
 
     for title, mode in PATHS.items():
         print(table(f"{title}, {calls} calls per server", await bench_path(mode, calls, warmup, block)))

@@ -5,8 +5,20 @@
 
 from .app import Fusion
 from .engine import (
-    Call, CallResult, Context, InputResponse, ProgressEvent, Tool, ToolError, ask, input_response, progress,
-    read_input, read_request_state, require_input, respond,
+    Call,
+    CallResult,
+    Context,
+    InputResponse,
+    ProgressEvent,
+    Tool,
+    ToolError,
+    ask,
+    input_response,
+    progress,
+    read_input,
+    read_request_state,
+    require_input,
+    respond,
 )
 
 default_app = Fusion("fusion-nb")
@@ -15,9 +27,23 @@ f = default_app.f
 __version__ = "0.1.0"
 
 __all__ = [
-    "Call", "CallResult", "Context", "Fusion", "ProgressEvent", "Tool", "ToolError",
-    "default_app", "f", "progress", "respond", "ask", "require_input", "read_input", "input_response",
-    "read_request_state", "InputResponse",
+    "Call",
+    "CallResult",
+    "Context",
+    "Fusion",
+    "InputResponse",
+    "ProgressEvent",
+    "Tool",
+    "ToolError",
+    "ask",
+    "default_app",
+    "f",
+    "input_response",
+    "progress",
+    "read_input",
+    "read_request_state",
+    "require_input",
+    "respond",
 ]
 
 

@@ -55,14 +55,14 @@ return input.a + input.b
 '''),
     code("await math_add(a=40)"),
     md("Bad input never reaches the handler: the caller gets one sentence naming the field."),
-    code('''
+    code("""
 from fusion_nb import ToolError
 
 try:
     await math_add(a="forty")
 except ToolError as error:
     print(error.code, "-", error.message)
-'''),
+"""),
     md("`%fusion list` shows every tool of this kernel; `%fusion?` explains the other commands."),
     code("%fusion list"),
 ]
@@ -89,7 +89,7 @@ return f"report for {input.quarter}: 3 charts"
 Progress never goes backwards (MCP requires increasing values): a lower value is dropped.
 Listen to the events yourself with `app.call(..., on_progress=...)`:
 """),
-    code('''
+    code("""
 import fusion_nb
 
 events = []
@@ -97,7 +97,7 @@ result = await fusion_nb.default_app.call("report.generate", {"quarter": "2026Q4
 print(result.value)
 for event in events:
     print(f"{event.percent:5.1f}%  {event.message}")
-'''),
+"""),
     md("""
 A flood of yields is cheap: the bar coalesces its updates (about 20 widget messages a
 second at most) and always ends on the exact final state.
@@ -138,7 +138,7 @@ finally:
 Start a call in the background with `.start(...)`; it returns the call's handle. Pressing
 the view's **Cancel** button does the same as `call.cancel()`:
 """),
-    code('''
+    code("""
 import fusion_nb
 
 call = sync_database.start(rows=1000)
@@ -147,7 +147,7 @@ call.cancel()
 result = await call.wait()          # settled at once...
 print(result.error.code, "-", result.error.message)
 await fusion_nb.default_app.wait_background()   # ...while the cleanup finishes in the background
-'''),
+"""),
     md("""
 **Interrupt.** While a cell awaits a call, the toolbar's interrupt button (■) cancels it
 within a fraction of a second, and the cell stops with `CancelledError`. While no cell runs,
@@ -163,7 +163,7 @@ try:
 finally:
     print("lookup cleaned up")
 '''),
-    code('''
+    code("""
 from fusion_nb import ToolError
 
 try:
@@ -171,7 +171,7 @@ try:
 except ToolError as error:
     print(error.code, "-", error.message)
 await fusion_nb.default_app.wait_background()
-'''),
+"""),
     md("""
 **Sync code** runs in a worker thread (it cannot be killed): the call settles at once and
 the thread stops cooperatively when it checks `ctx.signal`:
@@ -188,13 +188,13 @@ print("thread noticed the abort and stopped")
 stopped.set()
 return done
 '''),
-    code('''
+    code("""
 try:
     await crunch()
 except ToolError as error:
     print(error.code)
 await anyio.to_thread.run_sync(stopped.wait, 10)
-'''),
+"""),
 ]
 
 NOTEBOOKS["04-interactive-input"] = [
@@ -209,9 +209,9 @@ This notebook runs unattended in the test suite, so it scripts the answers. Comm
 the `script_answers(...)` lines to answer the forms yourself.
 """),
     code("%load_ext fusion_nb\nfrom fusion_nb.notebook import script_answers\nscript_answers({'confirm': True})"),
-    code('''
+    code("""
 INVOICES = {"inv-7": {"id": "inv-7", "amount_cents": 1250, "customer": "ACME"}}
-'''),
+"""),
     code('''
 %%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()
 """Refund an invoice once a person approves it."""
@@ -243,10 +243,10 @@ if plan is None:
                                                              "seats": ask.integer("Seats").min(1).max(50).default(1)}, state={"step": 2})
 return f"{name} on {plan} with {read_input('seats')} seat(s) after step {read_request_state()['step']}"
 '''),
-    code('''
+    code("""
 script_answers({"name": "Ada", "plan": "pro", "seats": 3})
 await onboard()
-'''),
+"""),
     md("""
 ## URL mode
 
@@ -260,13 +260,15 @@ if input_response("consent").action == "missing":
     return require_input.url("Allow access to your calendar", "https://accounts.example.com/consent?client=fusion", key="consent")
 return "connected" if read_input("consent") else f"not connected ({input_response('consent').action})"
 '''),
-    code('''
+    code("""
 script_answers({"consent": True})
 print(await connect_calendar())
 script_answers({"consent": "decline"})
 print(await connect_calendar())
-'''),
-    md("Without any way to ask (no widget frontend, no scripted answers), a call fails at once with `ELICITATION_UNSUPPORTED` instead of hanging."),
+"""),
+    md(
+        "Without any way to ask (no widget frontend, no scripted answers), a call fails at once with `ELICITATION_UNSUPPORTED` instead of hanging."
+    ),
 ]
 
 NOTEBOOKS["05-serving-to-agents"] = [
@@ -292,7 +294,7 @@ return {"city": input.city, "forecast": ["sunny"] * input.days}
 Any MCP client can connect now. To try it without leaving the notebook, use the official
 SDK's client against the running server (both protocol eras work):
 """),
-    code('''
+    code("""
 from fusion_nb.notebook import server
 
 async with server().client() as client:
@@ -304,7 +306,7 @@ async with server().client() as client:
 async with server().client(mode="legacy") as client:       # the 2025-11-25 handshake era
     result = await client.call_tool("weather.forecast", {"city": "Lima"})
     print(result.content[0].text)
-'''),
+"""),
     md("""
 Redefining a tool cell updates connected clients at once (`notifications/tools/list_changed`).
 A cell that blocks in synchronous code (e.g. `time.sleep`) stalls the server too, because
@@ -323,7 +325,7 @@ The same tools as plain Python, for a package or a server process: an app, the d
 API, and `respond()` for the response of an async generator (Python forbids `return value`
 inside one). Test them with `app.call`, no notebook needed.
 """),
-    code('''
+    code("""
 import anyio
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 
@@ -344,29 +346,29 @@ async def refund(input, ctx):
     return "refunded" if read_input("confirm") else "declined"
 
 [tool.name for tool in app.tools]
-'''),
+"""),
     md("`app.call` returns a `CallResult`: the value, the MCP content and structured content, and any error."),
-    code('''
+    code("""
 events = []
 result = await app.call("report.generate", {"quarter": "2026Q3"}, on_progress=events.append)
 print(result.value)
 print(result.content)
 print([(e.percent, e.message) for e in events])
-'''),
+"""),
     md("Scripted answers stand in for the person in tests:"),
-    code('''
+    code("""
 approved = await app.call("billing.refund", {"id": "inv-7"}, answers={"confirm": True})
 unanswered = await app.call("billing.refund", {"id": "inv-7"})
 print(approved.value, "|", unanswered.error.code)
-'''),
+"""),
     md("""
 A `Tool` is awaitable-callable, and the same app serves MCP clients: `app.mcp_server()`
 returns the SDK's low-level server and `app.http_app()` a Streamable HTTP ASGI app.
 """),
-    code('''
+    code("""
 print(await generate(quarter="2026Q4"))
-'''),
-    code('''
+"""),
+    code("""
 from mcp import Client
 
 async with Client(app.mcp_server()) as client:
@@ -374,7 +376,7 @@ async with Client(app.mcp_server()) as client:
     print([tool.name for tool in listed.tools])
     called = await client.call_tool("report.generate", {"quarter": "2026Q1"})
     print(called.structured_content)
-'''),
+"""),
 ]
 
 

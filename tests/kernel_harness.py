@@ -28,11 +28,19 @@ class Execution:
 
     @property
     def stdout(self) -> str:
-        return "".join(m["content"]["text"] for m in self.messages if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+        return "".join(
+            m["content"]["text"]
+            for m in self.messages
+            if m["msg_type"] == "stream" and m["content"]["name"] == "stdout"
+        )
 
     @property
     def stderr(self) -> str:
-        return "".join(m["content"]["text"] for m in self.messages if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+        return "".join(
+            m["content"]["text"]
+            for m in self.messages
+            if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
+        )
 
     def texts(self) -> list[str]:
         """``text/plain`` of every display and result, in order."""
@@ -116,7 +124,7 @@ class Kernel:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def submit(self, code: str, store_history: bool = True) -> Execution:
@@ -127,7 +135,8 @@ class Kernel:
     async def finished(self, execution: Execution, timeout: float = 60) -> Execution:
         def idle() -> bool:
             return execution.reply is not None and any(
-                m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in execution.messages)
+                m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in execution.messages
+            )
 
         await self.wait_until(idle, timeout, f"cell {execution.msg_id} to finish")
         return execution
@@ -142,7 +151,11 @@ class Kernel:
         await self.km.interrupt_kernel()
 
     def find_widgets(self, model_name: str, **state: Any) -> list[str]:
-        return [cid for cid, s in self.widgets.items() if s.get("_model_name") == model_name and all(s.get(k) == v for k, v in state.items())]
+        return [
+            cid
+            for cid, s in self.widgets.items()
+            if s.get("_model_name") == model_name and all(s.get(k) == v for k, v in state.items())
+        ]
 
     def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})

@@ -18,6 +18,19 @@ from .tool_card import ToolCard
 from .url_prompt import UrlPrompt
 
 __all__ = [
-    "ActivityPanel", "CallView", "ElicitationForm", "FieldInput", "Prompt", "ToolCard", "UrlPrompt", "WidgetInputChannel",
-    "has_widget_frontend", "make_prompt", "progress_line", "schema_fields", "show_call", "text_progress", "views_for",
+    "ActivityPanel",
+    "CallView",
+    "ElicitationForm",
+    "FieldInput",
+    "Prompt",
+    "ToolCard",
+    "UrlPrompt",
+    "WidgetInputChannel",
+    "has_widget_frontend",
+    "make_prompt",
+    "progress_line",
+    "schema_fields",
+    "show_call",
+    "text_progress",
+    "views_for",
 ]

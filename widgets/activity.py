@@ -48,9 +48,9 @@ class ActivityPanel(w.VBox):
             return
         self._stops.pop(call, None)
         self.recent.insert(0, self.live.pop(call))
-        for old in self.recent[self.history:]:
+        for old in self.recent[self.history :]:
             old.close()
-        del self.recent[self.history:]
+        del self.recent[self.history :]
         self._refresh()
 
     def _refresh(self) -> None:

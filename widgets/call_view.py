@@ -40,9 +40,13 @@ class CallView(w.VBox):
         self.started = call.started_at
         self.ended: float | None = None
         self.prompt: Prompt | None = None
-        self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, description=tool_name(call), style={"description_width": "initial"})
+        self.bar = w.FloatProgress(
+            value=0.0, min=0.0, max=100.0, description=tool_name(call), style={"description_width": "initial"}
+        )
         self.status_line = w.HTML("")
-        self.cancel_button = w.Button(description="Cancel", button_style="warning", icon="stop", tooltip="Abort this call")
+        self.cancel_button = w.Button(
+            description="Cancel", button_style="warning", icon="stop", tooltip="Abort this call"
+        )
         self.cancel_button.on_click(lambda _: self.call.cancel())
         self.result_line = w.HTML("")
         self.input_box = w.VBox([])
@@ -77,7 +81,9 @@ class CallView(w.VBox):
         result = self.call.result
         if result is not None:
             color = "#c62828" if result.is_error else "#2e7d32"
-            self.result_line.value = f'<span style="color:{color}">{escape(summary(result))}</span>' + traceback_html(result)
+            self.result_line.value = f'<span style="color:{color}">{escape(summary(result))}</span>' + traceback_html(
+                result
+            )
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -116,7 +122,9 @@ class CallView(w.VBox):
         message = call.progress.message if call.progress is not None and call.progress.message else ""
         if call.status == "waiting" and call.request is not None:
             message = call.request.message
-        text = f'<span style="color:{shape.color}"><b>{shape.icon} {escape(shape.label)}</b></span> {self.bar.value:.0f}%'
+        text = (
+            f'<span style="color:{shape.color}"><b>{shape.icon} {escape(shape.label)}</b></span> {self.bar.value:.0f}%'
+        )
         if message:
             text += f" · {escape(message)}"
         self.status_line.value = text + f" · {elapsed_text(self.elapsed)}"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 class Coalescer:
     """``request()`` marks dirty; ``flush`` runs later, once; ``now()`` flushes at once."""
 
-    __slots__ = ("_flush", "interval", "_handle", "_last", "closed")
+    __slots__ = ("_flush", "_handle", "_last", "closed", "interval")
 
     def __init__(self, flush: Callable[[], None], interval: float = 0.1) -> None:
         self._flush = flush

@@ -62,7 +62,12 @@ class FieldInput:
         if field.type == "string":
             return w.Text(value=default or "", placeholder=field.description or "", description=label, style=_WIDE)
         self.parsed = True  # anything else: JSON text
-        return w.Textarea(value=json.dumps(default) if default is not None else "", placeholder="JSON value", description=label, style=_WIDE)
+        return w.Textarea(
+            value=json.dumps(default) if default is not None else "",
+            placeholder="JSON value",
+            description=label,
+            style=_WIDE,
+        )
 
     def _number(self, label: str, default: Any) -> w.Widget:
         field = self.field

@@ -15,7 +15,11 @@ from fusion_nb.engine import InputRequest, InputResponse
 
 from .status import escape
 
-_SAID = {"accept": ("✔", "Submitted", "#2e7d32"), "decline": ("✖", "Declined", "#c62828"), "cancel": ("⊘", "Cancelled", "#424242")}
+_SAID = {
+    "accept": ("✔", "Submitted", "#2e7d32"),
+    "decline": ("✖", "Declined", "#c62828"),
+    "cancel": ("⊘", "Cancelled", "#424242"),
+}
 
 
 class Prompt(w.VBox):
@@ -63,7 +67,9 @@ class Prompt(w.VBox):
         if self.finished:
             return
         self.abandoned = why
-        self._freeze(f'<span style="color:#424242">⊘ The call was {escape(why)}; this request no longer applies.</span>')
+        self._freeze(
+            f'<span style="color:#424242">⊘ The call was {escape(why)}; this request no longer applies.</span>'
+        )
 
     def _freeze(self, html: str) -> None:
         for button in self.buttons:

@@ -23,7 +23,12 @@ from .channel import WidgetInputChannel
 from .fields import FieldInput, schema_fields
 from .status import escape
 
-_BADGES = {"readOnlyHint": "read-only", "destructiveHint": "destructive", "idempotentHint": "idempotent", "openWorldHint": "open-world"}
+_BADGES = {
+    "readOnlyHint": "read-only",
+    "destructiveHint": "destructive",
+    "idempotentHint": "idempotent",
+    "openWorldHint": "open-world",
+}
 
 
 class ToolCard(w.VBox):
@@ -44,13 +49,20 @@ class ToolCard(w.VBox):
         self.run_button.on_click(lambda _: self.run())
         self.calls = w.VBox([])
         self.views: list[CallView] = []
-        self.children = [w.HTML(self._header()), *(field.box for field in self.inputs.values()), self.run_button, self.calls]
+        self.children = [
+            w.HTML(self._header()),
+            *(field.box for field in self.inputs.values()),
+            self.run_button,
+            self.calls,
+        ]
 
     def _header(self) -> str:
         tool = self.tool
         badges = "".join(
             f' <span style="border:1px solid #999;border-radius:3px;padding:0 3px;font-size:85%">{label}</span>'
-            for key, label in _BADGES.items() if tool.annotations.get(key))
+            for key, label in _BADGES.items()
+            if tool.annotations.get(key)
+        )
         text = f"<b>{escape(tool.name)}</b> <code>{escape(tool.verb)}</code>{badges}"
         if tool.description:
             text += f"<br>{escape(tool.description)}"

@@ -20,7 +20,9 @@ class UrlPrompt(Prompt):
     def __init__(self, request: InputRequest) -> None:
         super().__init__(request)
         url = request.url or ""
-        self.link = w.HTML(f'<a href="{escape(url)}" target="_blank" rel="noopener noreferrer">Open {escape(url)} ↗</a>')
+        self.link = w.HTML(
+            f'<a href="{escape(url)}" target="_blank" rel="noopener noreferrer">Open {escape(url)} ↗</a>'
+        )
         self.done_button = self._button("Done", "primary", self.done)
         self.cancel_button = self._button("Cancel", "", self.cancel)
         self.children = [w.HTML(f"<b>{escape(request.message)}</b>"), self.link, w.HBox(self.buttons), self.outcome]
@@ -33,4 +35,3 @@ class UrlPrompt(Prompt):
 
     def __repr__(self) -> str:
         return f"<UrlPrompt {self.request.message!r} {self.request.url} {self.state_word}>"
-

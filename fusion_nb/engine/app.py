@@ -143,7 +143,9 @@ class Fusion:
             call._settle(CallResult.failure(error), "failed")
             return call
         call.args = args
-        call.channel = ScriptedAnswers(answers) if answers is not None else channel if channel is not None else self.input_channel
+        call.channel = (
+            ScriptedAnswers(answers) if answers is not None else channel if channel is not None else self.input_channel
+        )
         call.ctx = Context(call, tool, self, state, value)
         self._calls[call.id] = call
         if inline and tool.timeout is None:
@@ -216,8 +218,12 @@ class Fusion:
 
 def unknown_tool(name: str, tools: Mapping[str, Tool]) -> ToolError:
     known = ", ".join(sorted(tools)) or "none"
-    return ToolError(UNKNOWN_TOOL, f'There is no tool named "{name}" (available tools: {known}).',
-                     recovery="Call tools/list and use one of the listed names.", details={"tool": name})
+    return ToolError(
+        UNKNOWN_TOOL,
+        f'There is no tool named "{name}" (available tools: {known}).',
+        recovery="Call tools/list and use one of the listed names.",
+        details={"tool": name},
+    )
 
 
 def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Rounds, InputRequest]:
@@ -227,11 +233,20 @@ def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Round
         pending = resume["pending"]
         rounds = Rounds(int(resume["round"]), dict(resume["answers"]), resume.get("state"))
         schema = pending.get("schema")
-        request = InputRequest(pending["kind"], pending["message"], fields=fields_from_schema(schema) if schema else None,
-                               url=pending.get("url"), state=pending.get("state"), key=pending["key"])
+        request = InputRequest(
+            pending["kind"],
+            pending["message"],
+            fields=fields_from_schema(schema) if schema else None,
+            url=pending.get("url"),
+            state=pending.get("state"),
+            key=pending["key"],
+        )
     except (KeyError, TypeError, ValueError, AttributeError):
         foreign, request, rounds = True, None, None
     if foreign:
-        raise ToolError(INVALID_INPUT, f'The request state sent to tool "{tool_name}" does not belong to this call (another tool or other arguments).',
-                        recovery="Start the call again without a request state.")
+        raise ToolError(
+            INVALID_INPUT,
+            f'The request state sent to tool "{tool_name}" does not belong to this call (another tool or other arguments).',
+            recovery="Start the call again without a request state.",
+        )
     return rounds, request

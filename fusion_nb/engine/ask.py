@@ -16,7 +16,7 @@ _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an intege
 class AskField:
     """One form field; chain ``.default(v)``, ``.describe(text)``, ``.optional()``."""
 
-    __slots__ = ("type", "description", "default_value", "required", "minimum", "maximum", "values")
+    __slots__ = ("default_value", "description", "maximum", "minimum", "required", "type", "values")
 
     def __init__(self, type: str, description: str | None = None, values: list[Any] | None = None) -> None:
         self.type = type
@@ -52,7 +52,9 @@ class AskField:
 
     def _numeric(self, what: str) -> None:
         if self.type not in ("number", "integer"):
-            raise TypeError(f"{what}() applies to ask.number and ask.integer, not ask.{self.type if self.values is None else 'enum'}")
+            raise TypeError(
+                f"{what}() applies to ask.number and ask.integer, not ask.{self.type if self.values is None else 'enum'}"
+            )
 
     @property
     def has_default(self) -> bool:
@@ -84,7 +86,7 @@ class AskField:
     def check(self, value: Any, key: str) -> Any:
         """Return ``value`` if it fits this field, else raise ``ValueError`` with one clause."""
         expected = _TYPES[self.type]
-        if isinstance(value, bool) and self.type != "boolean" or not isinstance(value, expected):
+        if (isinstance(value, bool) and self.type != "boolean") or not isinstance(value, expected):
             raise ValueError(f'"{key}" expected {_TYPE_WORDS[self.type]}, got {value!r}')
         if self.values is not None and value not in self.values:
             raise ValueError(f'"{key}" expected one of {", ".join(map(repr, self.values))}, got {value!r}')

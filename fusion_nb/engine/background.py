@@ -29,7 +29,7 @@ def on_asyncio() -> bool:
 class Detached:
     """Handle of one detached task: ``cancel()`` it, see whether it is ``done``."""
 
-    __slots__ = ("_task", "_scope", "done", "_on_done")
+    __slots__ = ("_on_done", "_scope", "_task", "done")
 
     def __init__(self) -> None:
         self._task: Any = None
@@ -87,7 +87,7 @@ def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], 
 async def _guarded(fn: Callable[[], Awaitable[Any]], name: str) -> None:
     try:
         await fn()
-    except BaseException as exc:  # noqa: BLE001 - a detached task has nobody to raise to
+    except BaseException as exc:
         if _is_cancellation(exc):
             raise
         log.exception("fusion-nb background task %s failed", name)

@@ -53,23 +53,41 @@ class ToolBuilder:
 
     def _field(self, key: str, annotation: Any, description: str | None, default: Any, optional: bool) -> ToolBuilder:
         if self._model is not None:
-            raise ValueError(f'tool "{self._name}" already takes its input from with_model(); add the field to the model instead')
+            raise ValueError(
+                f'tool "{self._name}" already takes its input from with_model(); add the field to the model instead'
+            )
         self._fields.add(key, annotation, description, default=default, optional=optional)
         return self
 
-    def with_string(self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False) -> ToolBuilder:
+    def with_string(
+        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+    ) -> ToolBuilder:
         return self._field(key, str, description, default, optional)
 
-    def with_number(self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False) -> ToolBuilder:
+    def with_number(
+        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+    ) -> ToolBuilder:
         return self._field(key, float, description, default, optional)
 
-    def with_integer(self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False) -> ToolBuilder:
+    def with_integer(
+        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+    ) -> ToolBuilder:
         return self._field(key, int, description, default, optional)
 
-    def with_boolean(self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False) -> ToolBuilder:
+    def with_boolean(
+        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+    ) -> ToolBuilder:
         return self._field(key, bool, description, default, optional)
 
-    def with_enum(self, key: str, values: Sequence[Any], description: str | None = None, *, default: Any = _MISSING, optional: bool = False) -> ToolBuilder:
+    def with_enum(
+        self,
+        key: str,
+        values: Sequence[Any],
+        description: str | None = None,
+        *,
+        default: Any = _MISSING,
+        optional: bool = False,
+    ) -> ToolBuilder:
         return self._field(key, enum_annotation(list(values)), description, default, optional)
 
     def with_model(self, model: type[BaseModel]) -> ToolBuilder:

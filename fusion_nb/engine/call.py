@@ -16,12 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .background import Detached, on_asyncio
-from .context import Context
 from .ask import validate_form
+from .background import Detached, on_asyncio
 from .channel import DEFER, InputChannel
+from .context import Context
 from .errors import (
-    CANCELLED, ELICITATION_ROUNDS_EXCEEDED, ELICITATION_UNSUPPORTED, INTERNAL_ERROR, INVALID_ANSWER, TIMEOUT, Aborted, ToolError,
+    CANCELLED,
+    ELICITATION_ROUNDS_EXCEEDED,
+    ELICITATION_UNSUPPORTED,
+    INTERNAL_ERROR,
+    INVALID_ANSWER,
+    TIMEOUT,
+    Aborted,
+    ToolError,
 )
 from .interactive import InputRequest, InputResponse, Rounds, _rounds, continuation
 from .present import present
@@ -38,7 +45,14 @@ log = logging.getLogger("fusion_nb")
 
 #: Status values, in the order a call may pass through them.
 QUEUED, RUNNING, WAITING, DONE, FAILED, CANCELLED_STATUS, TIMED_OUT = (
-    "queued", "running", "waiting", "done", "failed", "cancelled", "timed out")
+    "queued",
+    "running",
+    "waiting",
+    "done",
+    "failed",
+    "cancelled",
+    "timed out",
+)
 _FINAL_STATUS = {CANCELLED: CANCELLED_STATUS, TIMEOUT: TIMED_OUT}
 
 
@@ -49,12 +63,38 @@ class Call:
     progress change (views read the call; they coalesce as they like).
     """
 
-    __slots__ = ("app", "tool", "id", "signal", "status", "progress", "result", "ctx",
-                 "_settled", "_held", "_worker", "_last_percent", "_on_progress", "_listeners", "_worker_done",
-                 "args", "channel", "rounds", "_resume", "request", "_turn", "started_at", "_inline", "_scope",
-                 "_inline_task", "_inline_cancelled")
+    __slots__ = (
+        "_held",
+        "_inline",
+        "_inline_cancelled",
+        "_inline_task",
+        "_last_percent",
+        "_listeners",
+        "_on_progress",
+        "_resume",
+        "_scope",
+        "_settled",
+        "_turn",
+        "_worker",
+        "_worker_done",
+        "app",
+        "args",
+        "channel",
+        "ctx",
+        "id",
+        "progress",
+        "request",
+        "result",
+        "rounds",
+        "signal",
+        "started_at",
+        "status",
+        "tool",
+    )
 
-    def __init__(self, app: Fusion, tool: Tool | None, call_id: str, on_progress: Callable[[ProgressEvent], None] | None) -> None:
+    def __init__(
+        self, app: Fusion, tool: Tool | None, call_id: str, on_progress: Callable[[ProgressEvent], None] | None
+    ) -> None:
         self.app = app
         self.tool = tool
         self.id = call_id
@@ -175,7 +215,12 @@ class Call:
             return False
         self.signal.abort(reason)
         self._leave_queue()
-        self._settle(CallResult.failure(abort_error(self.tool.name if self.tool else "?", reason, self.tool.timeout if self.tool else None)), _FINAL_STATUS.get(reason, CANCELLED_STATUS))
+        self._settle(
+            CallResult.failure(
+                abort_error(self.tool.name if self.tool else "?", reason, self.tool.timeout if self.tool else None)
+            ),
+            _FINAL_STATUS.get(reason, CANCELLED_STATUS),
+        )
         if self._scope is not None:
             self._scope.cancel()
         elif self._inline_task is not None and self._inline_task is not asyncio.current_task():
@@ -203,7 +248,9 @@ class Call:
 
     # -- the worker ------------------------------------------------------------------
     def _start(self) -> None:
-        self._worker = self.app._spawn(self._work, name=f"fusion-nb call {self.tool.name}", on_done=self._worker_finished)
+        self._worker = self.app._spawn(
+            self._work, name=f"fusion-nb call {self.tool.name}", on_done=self._worker_finished
+        )
 
     def _worker_finished(self) -> None:
         self._release_all()
@@ -214,7 +261,11 @@ class Call:
         with anyio.move_on_after(self.app.grace):
             await self._worker_done.wait()
         if self._worker is not None and not self._worker.done:
-            log.warning("tool %s is still cleaning up %gs after its call was aborted; its slots are released and the task is abandoned", self.tool.name, self.app.grace)
+            log.warning(
+                "tool %s is still cleaning up %gs after its call was aborted; its slots are released and the task is abandoned",
+                self.tool.name,
+                self.app.grace,
+            )
             self._worker.cancel()
             self._release_all()
 
@@ -310,8 +361,11 @@ class Call:
         while True:
             rounds.round += 1
             if rounds.round > limit:
-                raise ToolError(ELICITATION_ROUNDS_EXCEEDED, f'Tool "{tool.name}" asked for input more than {limit} times in one call.',
-                                recovery="Answer fewer follow-up questions per call, or raise the tool's max_rounds.")
+                raise ToolError(
+                    ELICITATION_ROUNDS_EXCEEDED,
+                    f'Tool "{tool.name}" asked for input more than {limit} times in one call.',
+                    recovery="Answer fewer follow-up questions per call, or raise the tool's max_rounds.",
+                )
             self.request = request
             self.set_status(WAITING)
             channel = self.channel
@@ -319,10 +373,15 @@ class Call:
             self.request = None
             self.set_status(RUNNING)
             if response is None:
-                raise ToolError(ELICITATION_UNSUPPORTED, f'Tool "{tool.name}" needs input ({request.message!r}) but this caller has no way to ask for it.',
-                                recovery="Call it from a client that supports elicitation, or give scripted answers.")
+                raise ToolError(
+                    ELICITATION_UNSUPPORTED,
+                    f'Tool "{tool.name}" needs input ({request.message!r}) but this caller has no way to ask for it.',
+                    recovery="Call it from a client that supports elicitation, or give scripted answers.",
+                )
             if response is DEFER:
-                raise _Deferred({"request": request, "continuation": continuation(tool.name, self.args, rounds, request)})
+                raise _Deferred(
+                    {"request": request, "continuation": continuation(tool.name, self.args, rounds, request)}
+                )
             try:
                 return self._checked(request, response, channel)
             except _Reask as reask:
@@ -330,7 +389,10 @@ class Call:
 
     def _checked(self, request: InputRequest, response: InputResponse, channel: InputChannel | None) -> InputResponse:
         if response.action not in ("accept", "decline", "cancel"):
-            raise ToolError(INVALID_ANSWER, f'Tool "{self.tool.name}" got an answer with action {response.action!r}; expected accept, decline or cancel.')
+            raise ToolError(
+                INVALID_ANSWER,
+                f'Tool "{self.tool.name}" got an answer with action {response.action!r}; expected accept, decline or cancel.',
+            )
         if response.action != "accept" or request.fields is None:
             return response
         content, problems = validate_form(request.fields, response.content)
@@ -338,8 +400,12 @@ class Call:
             return InputResponse("accept", content)
         if channel is not None and channel.can_reask:
             raise _Reask(problems)
-        raise ToolError(INVALID_ANSWER, f'Invalid answer for tool "{self.tool.name}": ' + "; ".join(problems) + ".",
-                        recovery="Answer again with values that match the requested fields.", details={"errors": problems})
+        raise ToolError(
+            INVALID_ANSWER,
+            f'Invalid answer for tool "{self.tool.name}": ' + "; ".join(problems) + ".",
+            recovery="Answer again with values that match the requested fields.",
+            details={"errors": problems},
+        )
 
     def _present(self, value: Any) -> CallResult:
         model = self.tool.output_model
@@ -348,8 +414,11 @@ class Call:
                 if not isinstance(value, model):
                     value = model.model_validate(value.model_dump() if hasattr(value, "model_dump") else value)
             except Exception as exc:
-                raise ToolError(INTERNAL_ERROR, f'Tool "{self.tool.name}" returned a value that does not match its output model {model.__name__}: {exc.__class__.__name__}.',
-                                recovery="This is a bug in the tool; report it to its author.") from None
+                raise ToolError(
+                    INTERNAL_ERROR,
+                    f'Tool "{self.tool.name}" returned a value that does not match its output model {model.__name__}: {exc.__class__.__name__}.',
+                    recovery="This is a bug in the tool; report it to its author.",
+                ) from None
         content, structured = present(value)
         return CallResult(value=value, content=content, structured_content=structured)
 
@@ -370,13 +439,22 @@ class _Reask(Exception):
 
 def abort_error(tool_name: str, reason: str, timeout: float | None) -> ToolError:
     if reason == TIMEOUT:
-        return ToolError(TIMEOUT, f'Tool "{tool_name}" did not finish within its {timeout:g} s timeout.',
-                         recovery="Retry with a smaller request, or raise the tool's timeout.")
-    return ToolError(CANCELLED, f'The call to tool "{tool_name}" was cancelled before it finished.',
-                     recovery="Call the tool again if you still need its result.")
+        return ToolError(
+            TIMEOUT,
+            f'Tool "{tool_name}" did not finish within its {timeout:g} s timeout.',
+            recovery="Retry with a smaller request, or raise the tool's timeout.",
+        )
+    return ToolError(
+        CANCELLED,
+        f'The call to tool "{tool_name}" was cancelled before it finished.',
+        recovery="Call the tool again if you still need its result.",
+    )
 
 
 def internal_error(tool_name: str, exc: BaseException) -> ToolError:
-    return ToolError(INTERNAL_ERROR, f'Tool "{tool_name}" failed with {type(exc).__name__}: {exc}',
-                     recovery="This may be a bug in the tool or a transient failure; retrying may help.",
-                     details={"exception": type(exc).__name__})
+    return ToolError(
+        INTERNAL_ERROR,
+        f'Tool "{tool_name}" failed with {type(exc).__name__}: {exc}',
+        recovery="This may be a bug in the tool or a transient failure; retrying may help.",
+        details={"exception": type(exc).__name__},
+    )

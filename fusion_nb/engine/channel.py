@@ -61,7 +61,9 @@ class ScriptedAnswers(InputChannel):
             return as_response(request, reply)
         keys = [request.key, *request.keys()]
         for key in keys:
-            if self.answers.get(key) in ("decline", "cancel") and not (request.fields and request.fields.get(key) and request.fields[key].values):
+            if self.answers.get(key) in ("decline", "cancel") and not (
+                request.fields and request.fields.get(key) and request.fields[key].values
+            ):
                 return InputResponse(self.answers[key])
         if request.kind == "url":
             return as_response(request, self.answers.get(request.key))
@@ -79,4 +81,6 @@ def as_response(request: InputRequest, reply: Any) -> InputResponse | None:
         return InputResponse(ACCEPT if reply else "decline")
     if isinstance(reply, Mapping):
         return InputResponse(ACCEPT, dict(reply))
-    raise TypeError(f"an input answer must be an InputResponse, a dict of field values or one of {ACTIONS}, got {reply!r}")
+    raise TypeError(
+        f"an input answer must be an InputResponse, a dict of field values or one of {ACTIONS}, got {reply!r}"
+    )

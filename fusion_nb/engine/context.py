@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class Context:
     """Per-call context: the abort ``signal``, ids, and a ``state`` dict middleware may enrich."""
 
-    __slots__ = ("signal", "call_id", "tool", "app", "state", "input", "_call")
+    __slots__ = ("_call", "app", "call_id", "input", "signal", "state", "tool")
 
     def __init__(self, call: Call, tool: Tool, app: Fusion, state: dict[str, Any], input: Any) -> None:
         self._call = call

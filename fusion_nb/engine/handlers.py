@@ -128,7 +128,7 @@ class _SyncGeneratorDriver:
 class _IgnoredYields:
     """Logs the first non-progress yield of a tool at debug level, once."""
 
-    __slots__ = ("tool_name", "seen")
+    __slots__ = ("seen", "tool_name")
 
     def __init__(self, tool_name: str) -> None:
         self.tool_name = tool_name
@@ -137,4 +137,8 @@ class _IgnoredYields:
     def note(self, item: Any) -> None:
         if not self.seen:
             self.seen = True
-            log.debug("tool %s yielded %r; only progress() events are forwarded, other yields are ignored", self.tool_name, type(item).__name__)
+            log.debug(
+                "tool %s yielded %r; only progress() events are forwarded, other yields are ignored",
+                self.tool_name,
+                type(item).__name__,
+            )

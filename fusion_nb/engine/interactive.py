@@ -83,7 +83,9 @@ def check_url(url: str) -> None:
         return
     if parts.scheme == "http" and _is_loopback(host):
         return
-    raise ValueError(f"require_input.url refuses {url!r}: only https:// URLs (or http:// to localhost) may be shown to a person")
+    raise ValueError(
+        f"require_input.url refuses {url!r}: only https:// URLs (or http:// to localhost) may be shown to a person"
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -116,7 +118,11 @@ class Rounds:
 
     def record(self, request: InputRequest, response: InputResponse) -> None:
         for key in request.keys():
-            value = response.content.get(key) if response.content is not None and request.kind == "elicit" else (True if response.accepted else None)
+            value = (
+                response.content.get(key)
+                if response.content is not None and request.kind == "elicit"
+                else (True if response.accepted else None)
+            )
             self.answers[key] = {"action": response.action, "content": response.content, "value": value}
         self.state = request.state
 
@@ -163,6 +169,12 @@ def continuation(tool: str, args: Any, rounds: Rounds, pending: InputRequest) ->
         "round": rounds.round,
         "answers": rounds.answers,
         "state": rounds.state,
-        "pending": {"kind": pending.kind, "key": pending.key, "message": pending.message, "schema": pending.schema,
-                    "url": pending.url, "state": pending.state},
+        "pending": {
+            "kind": pending.kind,
+            "key": pending.key,
+            "message": pending.message,
+            "schema": pending.schema,
+            "url": pending.url,
+            "state": pending.state,
+        },
     }

@@ -47,7 +47,16 @@ def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         mime = image_type(data)
         if mime:
             return [{"type": "image", "data": base64.b64encode(data).decode("ascii"), "mimeType": mime}], None
-        return [{"type": "resource", "resource": {"uri": "data:application/octet-stream", "blob": base64.b64encode(data).decode("ascii"), "mimeType": "application/octet-stream"}}], None
+        return [
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "data:application/octet-stream",
+                    "blob": base64.b64encode(data).decode("ascii"),
+                    "mimeType": "application/octet-stream",
+                },
+            }
+        ], None
     if isinstance(value, (bool, int, float)):
         return [text(json.dumps(value))], {"result": value}
     for method in ("_repr_markdown_", "_repr_html_"):

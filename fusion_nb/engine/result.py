@@ -24,7 +24,12 @@ class CallResult:
 
     @classmethod
     def failure(cls, error: ToolError) -> CallResult:
-        return cls(content=[{"type": "text", "text": str(error)}], structured_content={"error": error.to_dict()}, is_error=True, error=error)
+        return cls(
+            content=[{"type": "text", "text": str(error)}],
+            structured_content={"error": error.to_dict()},
+            is_error=True,
+            error=error,
+        )
 
     def unwrap(self) -> Any:
         """The response value, or the error raised."""

@@ -18,7 +18,9 @@ class InputFields:
     def __init__(self) -> None:
         self.definitions: dict[str, tuple[Any, Any]] = {}
 
-    def add(self, key: str, annotation: Any, description: str | None, *, default: Any = _MISSING, optional: bool = False) -> None:
+    def add(
+        self, key: str, annotation: Any, description: str | None, *, default: Any = _MISSING, optional: bool = False
+    ) -> None:
         if not key.isidentifier():
             raise ValueError(f"field name {key!r} must be a Python identifier")
         if key in self.definitions:
@@ -42,7 +44,11 @@ def strict_model(model: type[BaseModel]) -> type[BaseModel]:
     """The user's model, refusing unknown keys unless it says otherwise."""
     if model.model_config.get("extra") is not None:
         return model
-    return type(model.__name__, (model,), {"model_config": ConfigDict(**model.model_config, extra="forbid"), "__module__": model.__module__})
+    return type(
+        model.__name__,
+        (model,),
+        {"model_config": ConfigDict(**model.model_config, extra="forbid"), "__module__": model.__module__},
+    )
 
 
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -84,7 +90,9 @@ def describe_problem(error: Any, model: type[BaseModel] | None = None) -> str:
         known = ", ".join(model.model_fields) if model is not None else ""
         suffix = f" (known fields: {known})" if known else ""
         return f'field "{field}" is not accepted{suffix}, got {_shown(error.get("input"))}'
-    expected = str(error.get("msg", "")).removeprefix("Input should be ").removeprefix("Value error, ").split(", unable to")[0]
+    expected = (
+        str(error.get("msg", "")).removeprefix("Input should be ").removeprefix("Value error, ").split(", unable to")[0]
+    )
     return f'field "{field}" expected {expected}, got {_shown(error.get("input"))}'
 
 

@@ -16,7 +16,7 @@ class AbortSignal:
     ``abort`` must be called on the event loop thread.
     """
 
-    __slots__ = ("aborted", "reason", "_event", "_callbacks")
+    __slots__ = ("_callbacks", "_event", "aborted", "reason")
 
     def __init__(self) -> None:
         self.aborted = False

@@ -17,7 +17,7 @@ from .errors import SERVER_BUSY, ToolError
 
 
 class Slots:
-    __slots__ = ("name", "max_active", "max_queue", "active", "waiters")
+    __slots__ = ("active", "max_active", "max_queue", "name", "waiters")
 
     def __init__(self, name: str, max_active: int = 1, max_queue: int | None = None) -> None:
         if max_active < 1:

@@ -48,13 +48,19 @@ class LiveElicitation(InputChannel):
             return None
         try:
             if request.kind == "url":
-                result = await ctx.session.elicit_url(request.message, request.url, uuid.uuid4().hex, related_request_id=ctx.request_id)
+                result = await ctx.session.elicit_url(
+                    request.message, request.url, uuid.uuid4().hex, related_request_id=ctx.request_id
+                )
             else:
-                result = await ctx.session.elicit_form(request.message, request.schema, related_request_id=ctx.request_id)
+                result = await ctx.session.elicit_form(
+                    request.message, request.schema, related_request_id=ctx.request_id
+                )
         except NoBackChannelError:
             return None  # stateless or JSON-response HTTP: nobody to ask
         except MCPError as exc:
-            raise ToolError("ELICITATION_UNSUPPORTED", f"The client could not answer the input request: {exc.message}.") from None
+            raise ToolError(
+                "ELICITATION_UNSUPPORTED", f"The client could not answer the input request: {exc.message}."
+            ) from None
         return InputResponse(result.action, result.content)
 
 
@@ -127,6 +133,9 @@ class StateSeal:
 
 def refused_state(name: str) -> dict[str, Any]:
     """A tampered, expired or foreign ``requestState`` as one clear tool error."""
-    error = ToolError(INVALID_INPUT, f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call.',
-                      recovery="Call the tool again without a request state to start over.")
+    error = ToolError(
+        INVALID_INPUT,
+        f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call.',
+        recovery="Call the tool again without a request state to start over.",
+    )
     return result_to_wire(CallResult.failure(error), has_output_schema=True)

@@ -42,7 +42,9 @@ class StaticTokenVerifier:
         return None
 
 
-def transport_security(host: str, allowed_hosts: Iterable[str] | None = None, allowed_origins: Iterable[str] | None = None) -> TransportSecuritySettings:
+def transport_security(
+    host: str, allowed_hosts: Iterable[str] | None = None, allowed_origins: Iterable[str] | None = None
+) -> TransportSecuritySettings:
     """Loopback names (any port) plus ``host`` and the extras given, for both Host and Origin."""
     names = list(_LOOPBACK)
     bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
@@ -79,13 +81,20 @@ def http_app(
     per-request). Each call builds a fresh server: the SDK's session manager
     runs once per app.
     """
-    server = build_server(app, progress_interval=progress_interval, telemetry=telemetry,
-                          request_state_keys=list(request_state_keys) if request_state_keys else None, request_state_ttl=request_state_ttl)
+    server = build_server(
+        app,
+        progress_interval=progress_interval,
+        telemetry=telemetry,
+        request_state_keys=list(request_state_keys) if request_state_keys else None,
+        request_state_ttl=request_state_ttl,
+    )
     if auth and token is None:
         token = secrets.token_urlsafe(32)
     options: dict[str, Any] = {}
     if auth:
-        options["auth"] = AuthSettings(issuer_url="http://localhost", resource_server_url=None, validate_token_resource=False)
+        options["auth"] = AuthSettings(
+            issuer_url="http://localhost", resource_server_url=None, validate_token_resource=False
+        )
         options["token_verifier"] = StaticTokenVerifier(token)  # type: ignore[arg-type]
     asgi = server.streamable_http_app(
         streamable_http_path=path,

@@ -21,7 +21,7 @@ Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 class ProgressPump:
     """Coalesces ``offer()``ed events and sends them through ``report`` (``ctx.session.report_progress``)."""
 
-    __slots__ = ("_report", "_interval", "_high", "_pending", "_wake", "_closing", "_closed")
+    __slots__ = ("_closed", "_closing", "_high", "_interval", "_pending", "_report", "_wake")
 
     def __init__(self, report: Report, interval: float) -> None:
         self._report = report

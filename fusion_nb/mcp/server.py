@@ -74,7 +74,8 @@ class FusionServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions)
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )
 
 
 def build_server(
@@ -98,7 +99,9 @@ def build_server(
     """
     listing: list[types.ListToolsResult | None] = [None]  # cached until the registry changes
 
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         cached = listing[0]
         if cached is None:
             cached = listing[0] = types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in app.tools])
@@ -121,7 +124,13 @@ def build_server(
                 return refused_state(params.name)
             plaintext, binding = opened
             resume, response = resumption(params, plaintext)
-        options = {"request_info": info, "channel": channel_for(ctx), "resume": resume, "response": response, "inline": True}
+        options = {
+            "request_info": info,
+            "channel": channel_for(ctx),
+            "resume": resume,
+            "response": response,
+            "inline": True,
+        }
         if not wants_progress(ctx):
             call = start(params.name, params.arguments, **options)
             result = await call.wait()
@@ -140,7 +149,9 @@ def build_server(
         if result.input_required is not None:
             return seal.close(ctx, input_required(result.input_required), binding)
         tool = call.tool
-        return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx))
+        return result_to_wire(
+            result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx)
+        )
 
     server = FusionServer(
         app.name,

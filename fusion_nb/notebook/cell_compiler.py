@@ -12,16 +12,29 @@ from __future__ import annotations
 
 import ast
 import linecache
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 RESPOND_NAME = "__fusion_respond__"
+
 
 #: names a cell body may use without importing them (only where the notebook has no such name)
 def fusion_names() -> dict[str, Any]:
     import fusion_nb
 
-    return {name: getattr(fusion_nb, name) for name in (
-        "progress", "respond", "ask", "require_input", "read_input", "input_response", "read_request_state", "ToolError")}
+    return {
+        name: getattr(fusion_nb, name)
+        for name in (
+            "progress",
+            "respond",
+            "ask",
+            "require_input",
+            "read_input",
+            "input_response",
+            "read_request_state",
+            "ToolError",
+        )
+    }
 
 
 class _Scan(ast.NodeVisitor):
@@ -81,7 +94,9 @@ def register_source(filename: str, raw: str) -> None:
     linecache.cache[filename] = (len(raw), None, raw.splitlines(True), filename)
 
 
-def compile_handler(body: str, *, function_name: str, filename: str, first_line: int, namespace: dict[str, Any]) -> tuple[Callable[..., Any], str | None]:
+def compile_handler(
+    body: str, *, function_name: str, filename: str, first_line: int, namespace: dict[str, Any]
+) -> tuple[Callable[..., Any], str | None]:
     """Return ``(handler, docstring)`` for ``body``; its line 1 is ``first_line`` of ``filename``.
 
     ``namespace`` is the notebook's globals (the handler sees later changes to it).
@@ -107,16 +122,31 @@ def compile_handler(body: str, *, function_name: str, filename: str, first_line:
     if scan.awaits and scan.yields:
         statements = [out for stmt in statements for out in _as_list(_ReturnToRespond().visit(stmt))]
     statements = statements or [ast.Pass(lineno=first_line, col_offset=0, end_lineno=first_line, end_col_offset=0)]
-    span = {"lineno": first_line, "col_offset": 0, "end_lineno": max(getattr(s, "end_lineno", first_line) or first_line for s in statements), "end_col_offset": 0}
+    span = {
+        "lineno": first_line,
+        "col_offset": 0,
+        "end_lineno": max(getattr(s, "end_lineno", first_line) or first_line for s in statements),
+        "end_col_offset": 0,
+    }
 
     defaults = {name: value for name, value in fusion_names().items() if name not in namespace}
     defaults[RESPOND_NAME] = fusion_names()["respond"]
-    args = ast.arguments(posonlyargs=[], args=[ast.arg("input"), ast.arg("ctx")], kwonlyargs=[], kw_defaults=[], defaults=[])
+    args = ast.arguments(
+        posonlyargs=[], args=[ast.arg("input"), ast.arg("ctx")], kwonlyargs=[], kw_defaults=[], defaults=[]
+    )
     kind = ast.AsyncFunctionDef if scan.awaits else ast.FunctionDef
     handler = kind(name=function_name, args=args, body=statements, decorator_list=[], returns=None, **span)
-    factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in defaults], kwonlyargs=[], kw_defaults=[], defaults=[])
-    factory = ast.FunctionDef(name="__fusion_factory__", args=factory_args, body=[handler, ast.Return(ast.Name(function_name, ast.Load()))],
-                              decorator_list=[], returns=None, **span)
+    factory_args = ast.arguments(
+        posonlyargs=[], args=[ast.arg(n) for n in defaults], kwonlyargs=[], kw_defaults=[], defaults=[]
+    )
+    factory = ast.FunctionDef(
+        name="__fusion_factory__",
+        args=factory_args,
+        body=[handler, ast.Return(ast.Name(function_name, ast.Load()))],
+        decorator_list=[],
+        returns=None,
+        **span,
+    )
     module = ast.fix_missing_locations(ast.Module([factory], type_ignores=[]))
     code = compile(module, filename, "exec", dont_inherit=True)
     scope: dict[str, Any] = {}

@@ -99,4 +99,6 @@ class IdleInterrupts:
     def close(self) -> None:
         self._undo_on_call()
         if signal.getsignal(signal.SIGINT) is self:
-            self.loop.call_soon(signal.signal, signal.SIGINT, self.previous if self.previous is not None else signal.SIG_IGN)
+            self.loop.call_soon(
+                signal.signal, signal.SIGINT, self.previous if self.previous is not None else signal.SIG_IGN
+            )

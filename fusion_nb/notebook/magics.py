@@ -35,7 +35,9 @@ class FusionMagics(Magics):
         """
         header = line.strip()
         if not header:
-            raise UsageError('%%fusion_tool needs a tool name or a builder, e.g. %%fusion_tool report.generate or %%fusion_tool f.query("weather").with_string("city")')
+            raise UsageError(
+                '%%fusion_tool needs a tool name or a builder, e.g. %%fusion_tool report.generate or %%fusion_tool f.query("weather").with_string("city")'
+            )
         builder = self._builder(header)
         number = self._cell_number()
         raw = f"%%fusion_tool {line}\n{cell}"
@@ -44,7 +46,9 @@ class FusionMagics(Magics):
         filename_map = getattr(getattr(self.shell, "compile", None), "_filename_map", None)
         if isinstance(filename_map, dict):
             filename_map[filename] = number  # tracebacks then say "Cell In[n]"
-        handler, docstring = compile_handler(cell, function_name=python_name(builder.name), filename=filename, first_line=2, namespace=self.shell.user_ns)
+        handler, docstring = compile_handler(
+            cell, function_name=python_name(builder.name), filename=filename, first_line=2, namespace=self.shell.user_ns
+        )
         if docstring and builder._description is None:
             builder.describe(docstring)
         tool = builder.handle(handler)
@@ -59,9 +63,13 @@ class FusionMagics(Magics):
         try:
             builder = eval(compile(header, "<%%fusion_tool header>", "eval"), self.shell.user_ns, scope)
         except SyntaxError as exc:
-            raise UsageError(f"%%fusion_tool header is neither a tool name nor a Python expression: {exc.msg} in {header!r}") from None
+            raise UsageError(
+                f"%%fusion_tool header is neither a tool name nor a Python expression: {exc.msg} in {header!r}"
+            ) from None
         if not isinstance(builder, ToolBuilder):
-            raise UsageError(f"%%fusion_tool header must give a tool builder such as f.query(\"name\"), got {type(builder).__name__}")
+            raise UsageError(
+                f'%%fusion_tool header must give a tool builder such as f.query("name"), got {type(builder).__name__}'
+            )
         return builder
 
     def _cell_number(self) -> int:
@@ -76,8 +84,13 @@ class FusionMagics(Magics):
 
     @line_magic
     @magic_arguments()
-    @argument("command", nargs="?", default="help", choices=["list", "serve", "stop", "status", "help"],
-              help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; help")
+    @argument(
+        "command",
+        nargs="?",
+        default="help",
+        choices=["list", "serve", "stop", "status", "help"],
+        help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; help",
+    )
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
     @argument("--port", type=int, default=0, help="port to bind (default: a free port)")
     @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")

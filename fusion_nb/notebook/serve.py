@@ -30,7 +30,9 @@ class KernelServer:
         self.url = f"http://{shown_host}:{self.port}/mcp"
         self._uvicorn = in_loop_server(self.asgi)
         # created in the serving cell's context: server output lands in that cell
-        self._task = asyncio.get_running_loop().create_task(self._uvicorn.serve(sockets=[self._socket]), name="fusion-nb http server")
+        self._task = asyncio.get_running_loop().create_task(
+            self._uvicorn.serve(sockets=[self._socket]), name="fusion-nb http server"
+        )
 
     @property
     def running(self) -> bool:
@@ -58,25 +60,31 @@ class KernelServer:
     def snippets(self) -> str:
         """Ready-to-paste client configuration."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        vscode = {"servers": {"fusion-nb": {"type": "http", "url": self.url, **({"headers": headers} if headers else {})}}}
+        vscode = {
+            "servers": {"fusion-nb": {"type": "http", "url": self.url, **({"headers": headers} if headers else {})}}
+        }
         remote = ["mcp-remote", self.url] + (["--header", f"Authorization: Bearer {self.token}"] if self.token else [])
         claude = {"mcpServers": {"fusion-nb": {"command": "npx", "args": remote}}}
         inspector = f"npx @modelcontextprotocol/inspector --cli {self.url} --transport http --method tools/list"
         if self.token:
             inspector += f' --header "Authorization: Bearer {self.token}"'
-        return "\n".join([
-            f"MCP endpoint: {self.url}",
-            f"Bearer token: {self.token}" if self.token else "No authentication (--no-auth): loopback development only.",
-            "",
-            "Claude Desktop (claude_desktop_config.json):",
-            json.dumps(claude, indent=2),
-            "",
-            "VS Code (.vscode/mcp.json):",
-            json.dumps(vscode, indent=2),
-            "",
-            "MCP Inspector CLI:",
-            inspector,
-        ])
+        return "\n".join(
+            [
+                f"MCP endpoint: {self.url}",
+                f"Bearer token: {self.token}"
+                if self.token
+                else "No authentication (--no-auth): loopback development only.",
+                "",
+                "Claude Desktop (claude_desktop_config.json):",
+                json.dumps(claude, indent=2),
+                "",
+                "VS Code (.vscode/mcp.json):",
+                json.dumps(vscode, indent=2),
+                "",
+                "MCP Inspector CLI:",
+                inspector,
+            ]
+        )
 
     def __repr__(self) -> str:
         return f"<KernelServer {self.url} {'running' if self.running else 'stopped'}>"

@@ -28,7 +28,7 @@ TOKEN = "fusion-browser-test"
 CELLS = [
     "%load_ext fusion_nb\nimport anyio",
     '%%fusion_tool f.action("count").with_integer("n", "How many steps")\n"""Count slowly, reporting progress."""\n'
-    "for i in range(input.n):\n    await anyio.sleep(0.4)\n    yield progress((i + 1) * 100 / input.n, f\"step {i + 1} of {input.n}\")\nreturn f\"counted to {input.n}\"",
+    'for i in range(input.n):\n    await anyio.sleep(0.4)\n    yield progress((i + 1) * 100 / input.n, f"step {i + 1} of {input.n}")\nreturn f"counted to {input.n}"',
     "print(await count(n=6))",
     '%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()\n'
     'approved = read_input("confirm")\nif approved is None:\n'
@@ -61,10 +61,24 @@ def lab(tmp_path_factory):
         env[name] = str(tmp_path_factory.mktemp(name.lower()))
     log = open(root / "lab.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--ServerApp.disable_check_xsrf=False"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={TOKEN}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.disable_check_xsrf=False",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -113,14 +127,27 @@ def test_jupyterlab_progress_form_and_interrupt(lab):
 
     base, root = lab
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-dev-shm-usage",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1600})
             page.goto(f"{base}/lab/tree/ui.ipynb?token={TOKEN}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+            page.wait_for_function(
+                "() => window.jupyterapp && window.jupyterapp.shell.currentWidget && window.jupyterapp.shell.currentWidget.sessionContext && window.jupyterapp.shell.currentWidget.sessionContext.session && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                timeout=60_000,
+            )
             wait_idle(page)
 
             # define the tools
@@ -155,7 +182,9 @@ def test_jupyterlab_progress_form_and_interrupt(lab):
             form.locator(".widget-checkbox input[type=checkbox]").check()
             form.locator(".widget-text input").fill("customer asked twice")
             form.locator("button", has_text="Submit").click()
-            page.wait_for_function("() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000)
+            page.wait_for_function(
+                "() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000
+            )
             wait_idle(page)
             shot(page, "3-form-submitted")
             assert form.locator("button", has_text="Submit").is_disabled()

@@ -20,9 +20,28 @@ pytestmark = pytest.mark.kernel
 
 def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(notebook.parent),
-         "--nbval", "--nbval-current-env", "--nbval-sanitize-with", str(NOTEBOOKS / "sanitize.cfg"), str(notebook)],
-        capture_output=True, text=True, timeout=300, cwd=notebook.parent)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "--rootdir",
+            str(notebook.parent),
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(NOTEBOOKS / "sanitize.cfg"),
+            str(notebook),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=notebook.parent,
+    )
 
 
 def test_every_notebook_of_the_readme_exists():
@@ -38,7 +57,11 @@ def test_a_changed_output_fails_and_the_original_passes(tmp_path):
     changed = tmp_path / "changed.ipynb"
     shutil.copy(QUICKSTART, original)
     nb = json.loads(QUICKSTART.read_text())
-    (cell,) = [c for c in nb["cells"] if c["cell_type"] == "code" and c["source"] and "".join(c["source"]).startswith("await math_add(a=40)")]
+    (cell,) = [
+        c
+        for c in nb["cells"]
+        if c["cell_type"] == "code" and c["source"] and "".join(c["source"]).startswith("await math_add(a=40)")
+    ]
     (result,) = [o for o in cell["outputs"] if o["output_type"] == "execute_result"]
     assert "".join(result["data"]["text/plain"]) == "42"
     result["data"]["text/plain"] = ["43"]
@@ -54,14 +77,47 @@ def test_binder_install_runs_the_quickstart(tmp_path):
     venv = tmp_path / "binder-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "binder/requirements.txt"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=900)
+    install = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            "binder/requirements.txt",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     out = tmp_path / "executed.ipynb"
-    executed = subprocess.run([str(venv / "bin" / "jupyter"), "nbconvert", "--to", "notebook", "--execute", str(QUICKSTART), "--output", str(out)],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    executed = subprocess.run(
+        [
+            str(venv / "bin" / "jupyter"),
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            str(QUICKSTART),
+            "--output",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert executed.returncode == 0, executed.stderr[-3000:]
     nb = json.loads(out.read_text())
-    texts = ["".join(o.get("data", {}).get("text/plain", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    texts = [
+        "".join(o.get("data", {}).get("text/plain", ""))
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c["outputs"]
+    ]
     assert "42" in texts and "'Hello from the kernel!'" in texts
     assert not any(o["output_type"] == "error" for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])

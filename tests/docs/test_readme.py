@@ -25,7 +25,11 @@ def test_notebook_snippets_match_the_quickstart_notebook():
     import json
 
     readme = (ROOT / "README.md").read_text()
-    cells = ["".join(c["source"]) for c in json.loads((ROOT / "notebooks" / "01-quickstart.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    cells = [
+        "".join(c["source"])
+        for c in json.loads((ROOT / "notebooks" / "01-quickstart.ipynb").read_text())["cells"]
+        if c["cell_type"] == "code"
+    ]
     tool_cell = next(c for c in cells if c.startswith('%%fusion_tool f.query("math.add")'))
     assert tool_cell in readme, "the README's tool cell must be the one notebook 01 runs"
     assert "await math_add(a=40)" in cells

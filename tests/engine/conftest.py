@@ -3,7 +3,6 @@
 import asyncio
 
 import anyio
-
 import pytest
 
 from fusion_nb import Fusion

@@ -171,6 +171,7 @@ async def test_gate_between_every_middleware_stage(app):
             if abort:
                 ctx._call.cancel()
             return await call_next()
+
         return middleware
 
     app.use(mw("app"))

@@ -3,7 +3,7 @@
 import anyio
 import pytest
 
-from fusion_nb.engine import CANCELLED, SERVER_BUSY, AbortSignal, Aborted
+from fusion_nb.engine import CANCELLED, SERVER_BUSY, Aborted, AbortSignal
 from fusion_nb.engine.slots import Slots
 
 pytestmark = pytest.mark.anyio
@@ -190,8 +190,10 @@ async def test_abort_signal_basics():
     undo()
     signal.raise_if_aborted()
     async with anyio.create_task_group() as group:
+
         async def waiter():
             seen.append("woke " + await signal.wait())
+
         group.start_soon(waiter)
         await anyio.wait_all_tasks_blocked()
         assert signal.abort("CANCELLED") is True

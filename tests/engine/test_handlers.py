@@ -110,7 +110,9 @@ async def test_context_carries_signal_ids_tool_app_and_factory_state(app):
 
     @app.f.action("ctx").handle
     async def ctx_tool(input, ctx):
-        seen.update(aborted=ctx.signal.aborted, tool=ctx.tool.name, app=ctx.app, state=dict(ctx.state), call_id=ctx.call_id)
+        seen.update(
+            aborted=ctx.signal.aborted, tool=ctx.tool.name, app=ctx.app, state=dict(ctx.state), call_id=ctx.call_id
+        )
 
     await app.call("ctx", request_info="alice")
     await app.call("ctx", request_info="bob")
@@ -123,29 +125,43 @@ async def test_context_carries_signal_ids_tool_app_and_factory_state(app):
 async def test_tool_error_and_unexpected_exceptions_for_every_kind(app, kind):
     def make(exc):
         if kind == "async":
+
             async def h(input, ctx):
                 raise exc
         elif kind == "async_gen":
+
             async def h(input, ctx):
                 yield progress(1)
                 raise exc
         elif kind == "sync":
+
             def h(input, ctx):
                 raise exc
         else:
+
             def h(input, ctx):
                 yield progress(1)
                 raise exc
+
         return h
 
-    app.f.action("refused").handle(make(ToolError("NOT_FOUND", "Invoice 7 does not exist.", recovery="Check the id.", details={"id": 7})))
+    app.f.action("refused").handle(
+        make(ToolError("NOT_FOUND", "Invoice 7 does not exist.", recovery="Check the id.", details={"id": 7}))
+    )
     app.f.action("crash").handle(make(KeyError("boom")))
     assert app.get("crash").kind == kind
 
     refused = await app.call("refused")
     assert refused.is_error and refused.error.code == "NOT_FOUND"
     assert refused.content[0]["text"] == "[NOT_FOUND] Invoice 7 does not exist. Recovery: Check the id."
-    assert refused.structured_content == {"error": {"code": "NOT_FOUND", "message": "Invoice 7 does not exist.", "recovery": "Check the id.", "details": {"id": 7}}}
+    assert refused.structured_content == {
+        "error": {
+            "code": "NOT_FOUND",
+            "message": "Invoice 7 does not exist.",
+            "recovery": "Check the id.",
+            "details": {"id": 7},
+        }
+    }
 
     crash = await app.call("crash")
     assert crash.is_error and crash.error.code == INTERNAL_ERROR

@@ -11,7 +11,15 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def invoice_tool(app):
-    @app.f.mutation("billing.refund").describe("Refund an invoice").with_string("id", "Invoice ID").with_integer("cents", "Amount").with_enum("reason", ["duplicate", "fraud"], "Why").with_boolean("notify", optional=True).handle
+    @(
+        app.f.mutation("billing.refund")
+        .describe("Refund an invoice")
+        .with_string("id", "Invoice ID")
+        .with_integer("cents", "Amount")
+        .with_enum("reason", ["duplicate", "fraud"], "Why")
+        .with_boolean("notify", optional=True)
+        .handle
+    )
     async def refund(input, ctx):
         return {"id": input.id, "cents": input.cents, "notify": input.notify}
 
@@ -28,10 +36,19 @@ async def test_unknown_tool_names_the_tool_and_the_alternatives(app, invoice_too
     ("args", "expected"),
     [
         ({"cents": 5, "reason": "fraud"}, 'field "id" is required but was not sent'),
-        ({"id": "A1", "cents": 5, "reason": "fraud", "amount": 3}, 'field "amount" is not accepted (known fields: id, cents, reason, notify), got 3 (int)'),
-        ({"id": "A1", "cents": "five", "reason": "fraud"}, "field \"cents\" expected a valid integer, got 'five' (str)"),
+        (
+            {"id": "A1", "cents": 5, "reason": "fraud", "amount": 3},
+            'field "amount" is not accepted (known fields: id, cents, reason, notify), got 3 (int)',
+        ),
+        (
+            {"id": "A1", "cents": "five", "reason": "fraud"},
+            "field \"cents\" expected a valid integer, got 'five' (str)",
+        ),
         ({"id": 7, "cents": 5, "reason": "fraud"}, 'field "id" expected a valid string, got 7 (int)'),
-        ({"id": "A1", "cents": 5, "reason": "whim"}, "field \"reason\" expected 'duplicate' or 'fraud', got 'whim' (str)"),
+        (
+            {"id": "A1", "cents": 5, "reason": "whim"},
+            "field \"reason\" expected 'duplicate' or 'fraud', got 'whim' (str)",
+        ),
     ],
 )
 async def test_invalid_input_is_one_sentence_naming_tool_field_expected_and_sent(app, invoice_tool, args, expected):
@@ -46,7 +63,9 @@ async def test_several_bad_fields_are_all_named_and_handler_never_runs(app):
     app.f.action("t").with_integer("a").with_integer("b").handle(lambda input, ctx: ran.append(1))
     result = await app.call("t", {"a": "x"})
     assert 'field "a"' in result.error.message and 'field "b" is required' in result.error.message
-    assert (await app.call("t", ["not", "an", "object"])).error.message.startswith('Invalid input for tool "t": expected an object')
+    assert (await app.call("t", ["not", "an", "object"])).error.message.startswith(
+        'Invalid input for tool "t": expected an object'
+    )
     assert ran == []
 
 
@@ -70,7 +89,10 @@ async def test_verbs_annotations_and_docstring_description(app):
 
     assert q.annotations == {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": True}
     assert q.description == "Look something up."
-    assert app.f.action("a").read_only().destructive(False).handle(lambda i, c: None).annotations == {"readOnlyHint": True, "destructiveHint": False}
+    assert app.f.action("a").read_only().destructive(False).handle(lambda i, c: None).annotations == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+    }
 
 
 async def test_with_model_and_returns(app):
@@ -123,25 +145,32 @@ async def test_middleware_order_and_presenter_apply_to_every_kind(app, kind):
             value = await call_next()
             order.append(f"{name} out")
             return value
+
         return middleware
 
     app.use(mw("app"))
     if kind == "async":
+
         async def handler(input, ctx):
             return sorted(ctx.state)
     elif kind == "async_gen":
+
         async def handler(input, ctx):
             yield progress(50)
             yield respond(sorted(ctx.state))
     elif kind == "sync":
+
         def handler(input, ctx):
             return sorted(ctx.state)
     else:
+
         def handler(input, ctx):
             yield progress(50)
             return sorted(ctx.state)
 
-    app.f.action("t").use(mw("tool1")).use(mw("tool2")).present(lambda value: "state: " + ", ".join(value)).handle(handler)
+    app.f.action("t").use(mw("tool1")).use(mw("tool2")).present(lambda value: "state: " + ", ".join(value)).handle(
+        handler
+    )
     result = await app.call("t")
     assert result.content == [{"type": "text", "text": "state: app, tool1, tool2"}]
     assert order == ["app in", "tool1 in", "tool2 in", "tool2 out", "tool1 out", "app out"]

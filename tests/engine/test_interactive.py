@@ -7,8 +7,14 @@ import pytest
 
 from fusion_nb import InputResponse, ask, input_response, read_input, read_request_state, require_input, respond
 from fusion_nb.engine import (
-    CANCELLED, ELICITATION_ROUNDS_EXCEEDED, ELICITATION_UNSUPPORTED, INTERNAL_ERROR, INVALID_ANSWER, INVALID_INPUT,
-    DeferToClient, InputChannel,
+    CANCELLED,
+    ELICITATION_ROUNDS_EXCEEDED,
+    ELICITATION_UNSUPPORTED,
+    INTERNAL_ERROR,
+    INVALID_ANSWER,
+    INVALID_INPUT,
+    DeferToClient,
+    InputChannel,
 )
 from fusion_nb.engine.ask import form_schema
 
@@ -43,13 +49,19 @@ def refund(app):
 
 async def test_refund_with_scripted_approval(app, refund):
     seen = []
-    result = await app.call("billing.refund", {"id": "inv-7"}, answers=lambda request: seen.append(request) or {"confirm": True})
+    result = await app.call(
+        "billing.refund", {"id": "inv-7"}, answers=lambda request: seen.append(request) or {"confirm": True}
+    )
     assert result.value == "refunded 1250 cents"
     assert refund.processed == ["inv-7"]
     assert refund.entries == [None, {"invoice": "inv-7"}], "state comes back as the same JSON value"
     (request,) = seen
     assert request.message == "Refund 12.50 to ACME?"
-    assert request.schema == {"type": "object", "properties": {"confirm": {"type": "boolean", "description": "Approve the refund"}}, "required": ["confirm"]}
+    assert request.schema == {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "description": "Approve the refund"}},
+        "required": ["confirm"],
+    }
 
 
 async def test_refund_mapping_answers_and_false(app, refund):
@@ -66,7 +78,10 @@ async def test_refund_decline_and_cancel(app, refund, action):
 async def test_no_channel_fails_fast_without_running_past_the_request(app, refund):
     result = await app.call("billing.refund", {"id": "inv-7"})
     assert result.error.code == ELICITATION_UNSUPPORTED
-    assert result.error.message == "Tool \"billing.refund\" needs input ('Refund 12.50 to ACME?') but this caller has no way to ask for it."
+    assert (
+        result.error.message
+        == "Tool \"billing.refund\" needs input ('Refund 12.50 to ACME?') but this caller has no way to ask for it."
+    )
     assert refund.entries == [None] and refund.processed == []
     partial = await app.call("billing.refund", {"id": "inv-7"}, answers={"other": 1})
     assert partial.error.code == ELICITATION_UNSUPPORTED
@@ -80,10 +95,16 @@ async def test_three_rounds_accumulate_answers_and_state(app):
             return require_input.elicit("Your name?", {"name": ask.string("Name")}, state={"step": 1})
         if age is None:
             assert read_request_state() == {"step": 1}
-            return require_input.elicit(f"Age of {name}?", {"age": ask.integer("Age").min(0).max(150)}, state={"step": 2, "name": name})
+            return require_input.elicit(
+                f"Age of {name}?", {"age": ask.integer("Age").min(0).max(150)}, state={"step": 2, "name": name}
+            )
         if plan is None:
             assert read_request_state() == {"step": 2, "name": name}
-            return require_input.elicit("Plan?", {"plan": ask.enum(["free", "pro"], "Plan").default("free"), "note": ask.string().optional()}, state=[3])
+            return require_input.elicit(
+                "Plan?",
+                {"plan": ask.enum(["free", "pro"], "Plan").default("free"), "note": ask.string().optional()},
+                state=[3],
+            )
         assert read_request_state() == [3]
         return {"name": name, "age": age, "plan": plan, "note": input_response("note").value}
 
@@ -135,7 +156,9 @@ def pick(app):
     @app.f.action("pick").handle
     async def pick(input, ctx):
         if read_input("n") is None:
-            return require_input.elicit("Pick", {"n": ask.number("A number").min(1).max(10), "color": ask.enum(["red", "blue"])})
+            return require_input.elicit(
+                "Pick", {"n": ask.number("A number").min(1).max(10), "color": ask.enum(["red", "blue"])}
+            )
         return (read_input("n"), read_input("color"))
 
     return pick
@@ -175,7 +198,11 @@ async def test_invalid_answers_are_asked_again_where_the_channel_can(app, pick):
     person = Person([{"n": 50, "color": "red"}, {"n": 5, "color": "mauve"}, {"n": 5, "color": "blue"}])
     result = await app.call("pick", channel=person)
     assert result.value == (5, "blue")
-    assert person.problems == [None, ['"n" expected at most 10, got 50'], ["\"color\" expected one of 'red', 'blue', got 'mauve'"]]
+    assert person.problems == [
+        None,
+        ['"n" expected at most 10, got 50'],
+        ["\"color\" expected one of 'red', 'blue', got 'mauve'"],
+    ]
 
 
 async def test_abort_while_waiting_for_answers_cancels_and_cleans_up(app):
@@ -207,7 +234,9 @@ async def test_abort_while_waiting_for_answers_cancels_and_cleans_up(app):
     assert cleaned == ["handler", "channel"]
 
 
-@pytest.mark.parametrize("url", ["http://example.com/pay", "ftp://example.com", "javascript:alert(1)", "https://", "http://10.0.0.1/x"])
+@pytest.mark.parametrize(
+    "url", ["http://example.com/pay", "ftp://example.com", "javascript:alert(1)", "https://", "http://10.0.0.1/x"]
+)
 async def test_url_mode_refuses_unsafe_urls(app, url):
     @app.f.action("pay").handle
     async def pay(input, ctx):
@@ -215,10 +244,16 @@ async def test_url_mode_refuses_unsafe_urls(app, url):
 
     result = await app.call("pay", answers={"url": True})
     assert result.error.code == INTERNAL_ERROR
-    assert f"require_input.url refuses {url!r}: only https:// URLs (or http:// to localhost) may be shown to a person" in result.error.message
+    assert (
+        f"require_input.url refuses {url!r}: only https:// URLs (or http:// to localhost) may be shown to a person"
+        in result.error.message
+    )
 
 
-@pytest.mark.parametrize("url", ["https://pay.example.com/checkout?id=1", "http://localhost:8888/cb", "http://127.0.0.1/x", "http://[::1]:9/x"])
+@pytest.mark.parametrize(
+    "url",
+    ["https://pay.example.com/checkout?id=1", "http://localhost:8888/cb", "http://127.0.0.1/x", "http://[::1]:9/x"],
+)
 async def test_url_mode_with_safe_urls(app, url):
     @app.f.action("pay").handle
     async def pay(input, ctx):
@@ -239,14 +274,22 @@ async def test_deferred_rounds_carry_a_json_continuation(app, refund):
     cont = json.loads(json.dumps(cont))  # it travels through the client
     assert cont["tool"] == "billing.refund" and cont["round"] == 1 and cont["pending"]["state"] == {"invoice": "inv-7"}
 
-    done = await app.call("billing.refund", args, channel=DeferToClient(), resume=cont, response=InputResponse("accept", {"confirm": True}))
+    done = await app.call(
+        "billing.refund",
+        args,
+        channel=DeferToClient(),
+        resume=cont,
+        response=InputResponse("accept", {"confirm": True}),
+    )
     assert done.value == "refunded 1250 cents"
     assert refund.entries[-1] == {"invoice": "inv-7"}
 
     bad = await app.call("billing.refund", args, channel=DeferToClient(), resume=cont, response={"confirm": "yes"})
     assert bad.error.code == INVALID_ANSWER and '"confirm" expected true or false' in bad.error.message
 
-    foreign = await app.call("billing.refund", {"id": "inv-8"}, channel=DeferToClient(), resume=cont, response={"confirm": True})
+    foreign = await app.call(
+        "billing.refund", {"id": "inv-8"}, channel=DeferToClient(), resume=cont, response={"confirm": True}
+    )
     assert foreign.error.code == INVALID_INPUT and "does not belong to this call" in foreign.error.message
     garbage = await app.call("billing.refund", args, resume={"tool": "billing.refund"}, response={"confirm": True})
     assert garbage.error.code == INVALID_INPUT
@@ -255,7 +298,9 @@ async def test_deferred_rounds_carry_a_json_continuation(app, refund):
 async def test_deferred_round_numbers_continue_across_resumes(app, endless):
     cont, n = None, 0
     while True:
-        result = await app.call("endless", channel=DeferToClient(), resume=cont, response={f"q{n - 1}": "x"} if cont else None)
+        result = await app.call(
+            "endless", channel=DeferToClient(), resume=cont, response={f"q{n - 1}": "x"} if cont else None
+        )
         if result.input_required is None:
             break
         cont, n = result.input_required["continuation"], n + 1

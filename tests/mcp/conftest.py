@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fusion_mcp_testapp import make_app  # noqa: E402
+from fusion_mcp_testapp import make_app
 
 
 @pytest.fixture

@@ -5,7 +5,17 @@ from __future__ import annotations
 import anyio
 from pydantic import BaseModel
 
-from fusion_nb import Fusion, ToolError, ask, input_response, progress, read_input, read_request_state, require_input, respond
+from fusion_nb import (
+    Fusion,
+    ToolError,
+    ask,
+    input_response,
+    progress,
+    read_input,
+    read_request_state,
+    require_input,
+    respond,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -31,7 +41,14 @@ def make_app(name: str = "mcp-test") -> tuple[Fusion, Probe]:
     app = Fusion(name, grace=2.0, context_factory=lambda info: {"info": info})
     f = app.f
 
-    @f.query("echo").describe("Echo the text back.").with_string("text", "What to echo").idempotent().returns(EchoOut).handle
+    @(
+        f.query("echo")
+        .describe("Echo the text back.")
+        .with_string("text", "What to echo")
+        .idempotent()
+        .returns(EchoOut)
+        .handle
+    )
     async def echo(input, ctx):
         return EchoOut(result=input.text)
 
@@ -90,14 +107,24 @@ def make_app(name: str = "mcp-test") -> tuple[Fusion, Probe]:
             "token_client": token.client_id if token else None,
         }
 
-    @f.mutation("billing.refund").describe("Refund an invoice once a person approves.").with_string("id", "Invoice ID").interactive().handle
+    @(
+        f.mutation("billing.refund")
+        .describe("Refund an invoice once a person approves.")
+        .with_string("id", "Invoice ID")
+        .interactive()
+        .handle
+    )
     async def refund(input, ctx):
         approved = read_input("confirm")
         if approved is None:
             action = input_response("confirm").action
             if action != "missing":
                 return {"decline": "refund declined", "cancel": "refund cancelled"}[action]
-            return require_input.elicit(f"Refund invoice {input.id}?", {"confirm": ask.boolean("Approve the refund")}, state={"invoice": input.id})
+            return require_input.elicit(
+                f"Refund invoice {input.id}?",
+                {"confirm": ask.boolean("Approve the refund")},
+                state={"invoice": input.id},
+            )
         return f"refunded {read_request_state()['invoice']}" if approved else "refund declined"
 
     @f.action("onboard").describe("Three questions, one per round.").handle
@@ -106,7 +133,9 @@ def make_app(name: str = "mcp-test") -> tuple[Fusion, Probe]:
         if name is None:
             return require_input.elicit("Your name?", {"name": ask.string("Name")}, state={"step": 1})
         if age is None:
-            return require_input.elicit(f"Age of {name}?", {"age": ask.integer("Age").min(0).max(150)}, state={"step": 2})
+            return require_input.elicit(
+                f"Age of {name}?", {"age": ask.integer("Age").min(0).max(150)}, state={"step": 2}
+            )
         if plan is None:
             return require_input.elicit("Plan?", {"plan": ask.enum(["free", "pro"], "Plan")}, state={"step": 3})
         return f"{name}, {age}, {plan}, last state {read_request_state()}"

@@ -38,14 +38,25 @@ async def call(era, name, args, answers=None, seen=None, app=None):
         return await client.call_tool(name, args)
 
 
-@pytest.mark.parametrize(("answer", "expected"), [({"confirm": True}, "refunded inv-7"), ({"confirm": False}, "refund declined"),
-                                                  ("decline", "refund declined"), ("cancel", "refund cancelled")])
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"confirm": True}, "refunded inv-7"),
+        ({"confirm": False}, "refund declined"),
+        ("decline", "refund declined"),
+        ("cancel", "refund cancelled"),
+    ],
+)
 async def test_refund_flow_with_an_elicitation_callback(era, answer, expected):
     seen = []
     result = await call(era, "billing.refund", {"id": "inv-7"}, {"Refund invoice inv-7?": answer}, seen)
     assert not result.is_error and result.content[0].text == expected
     (params,) = seen
-    assert params.requested_schema == {"type": "object", "properties": {"confirm": {"type": "boolean", "description": "Approve the refund"}}, "required": ["confirm"]}
+    assert params.requested_schema == {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "description": "Approve the refund"}},
+        "required": ["confirm"],
+    }
 
 
 async def test_a_client_without_elicitation_gets_elicitation_unsupported(era):
@@ -75,7 +86,9 @@ async def test_an_invalid_answer_from_a_protocol_client_is_refused(era):
     answers = {"Your name?": {"name": "Ada"}, "Age of Ada?": {"age": 200}}
     result = await call(era, "onboard", {}, answers)
     assert result.is_error
-    assert result.content[0].text.startswith('[INVALID_ANSWER] Invalid answer for tool "onboard": "age" expected at most 150, got 200.')
+    assert result.content[0].text.startswith(
+        '[INVALID_ANSWER] Invalid answer for tool "onboard": "age" expected at most 150, got 200.'
+    )
 
 
 # -- 2026: the request state the client carries --------------------------------------------
@@ -99,8 +112,13 @@ def approve():
 
 
 async def retry(client, state, args=None):
-    return await client.session.call_tool("billing.refund", args or {"id": "inv-7"}, input_responses=approve(), request_state=state,
-                                          allow_input_required=True)
+    return await client.session.call_tool(
+        "billing.refund",
+        args or {"id": "inv-7"},
+        input_responses=approve(),
+        request_state=state,
+        allow_input_required=True,
+    )
 
 
 async def test_request_state_is_sealed_and_round_trips():
@@ -126,7 +144,9 @@ async def test_a_bad_request_state_is_refused_in_one_sentence(how):
     async with manual(checking) as client:
         refused = await retry(client, state, args)
     assert refused.is_error
-    assert refused.content[0].text.startswith('[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call.')
+    assert refused.content[0].text.startswith(
+        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call.'
+    )
 
 
 async def test_processes_sharing_keys_accept_each_others_state():

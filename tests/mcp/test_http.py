@@ -22,8 +22,12 @@ from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
 pytestmark = pytest.mark.anyio
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -104,7 +108,7 @@ async def test_oversized_body_is_413_by_length_and_by_stream():
 
         async def chunks():  # no Content-Length: the limit must count streamed bytes
             for start in range(0, len(big), 4096):
-                yield big[start:start + 4096]
+                yield big[start : start + 4096]
 
         async with httpx.AsyncClient() as http:
             declared = await http.post(served.url, content=big, headers=served.headers())
@@ -161,9 +165,8 @@ async def test_stateless_json_mode_answers_without_progress(mode):
     async def on_progress(value, total, message):
         seen.append(value)
 
-    async with serve(json_response=True, stateless=True) as served:
-        async with served.client(mode) as client:
-            result = await client.call_tool("noisy", {}, progress_callback=on_progress)
+    async with serve(json_response=True, stateless=True) as served, served.client(mode) as client:
+        result = await client.call_tool("noisy", {}, progress_callback=on_progress)
     assert result.content[0].text == "done"
     assert seen == []  # documented: JSON responses carry no notifications
 
@@ -199,10 +202,12 @@ async def test_tampered_request_state_is_refused_over_http(served):
         state = first.request_state
         tampered = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
         answer = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
-        refused = await client.session.call_tool("billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=tampered,
-                                                 allow_input_required=True)
-        accepted = await client.session.call_tool("billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=state,
-                                                  allow_input_required=True)
+        refused = await client.session.call_tool(
+            "billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=tampered, allow_input_required=True
+        )
+        accepted = await client.session.call_tool(
+            "billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=state, allow_input_required=True
+        )
     assert refused.is_error and "was altered, has expired, or belongs to another call" in refused.content[0].text
     assert accepted.content[0].text == "refunded inv-7"
 

@@ -148,8 +148,9 @@ async def test_tool_error_is_an_error_result_with_one_sentence(app_probe, era):
     assert result.is_error
     text = result.content[0].text
     assert text == "[QUOTA_EXCEEDED] The daily quota is used up. Recovery: Try again tomorrow."
-    assert result.structured_content == {"error": {"code": "QUOTA_EXCEEDED", "message": "The daily quota is used up.",
-                                                   "recovery": "Try again tomorrow."}}
+    assert result.structured_content == {
+        "error": {"code": "QUOTA_EXCEEDED", "message": "The daily quota is used up.", "recovery": "Try again tomorrow."}
+    }
 
 
 async def test_invalid_input_is_an_error_result_naming_the_field(app_probe, era):

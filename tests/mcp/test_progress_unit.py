@@ -27,7 +27,7 @@ async def test_equal_and_lower_values_are_dropped():
         group.start_soon(pump.run)
         pump.offer(progress(10))
         await first.wait()
-        pump.offer(progress(5))   # lower: dropped
+        pump.offer(progress(5))  # lower: dropped
         pump.offer(progress(10))  # equal: dropped
         pump.close()
     assert sent == [10]
@@ -89,7 +89,10 @@ def test_wire_results_are_valid_sdk_results():
     from fusion_nb.mcp.convert import result_to_wire
 
     error = CallResult.failure(ToolError("X", "It failed."))
-    results = [CallResult(content=c, structured_content=s) for c, s in (present("hi"), present({"a": 1}), present(PNG), present(b"\x00raw"))]
+    results = [
+        CallResult(content=c, structured_content=s)
+        for c, s in (present("hi"), present({"a": 1}), present(PNG), present(b"\x00raw"))
+    ]
     for result in [*results, error]:
         for schema in (False, True):
             wire = result_to_wire(result, has_output_schema=schema)

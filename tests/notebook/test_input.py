@@ -17,7 +17,9 @@ async def test_inline_form_resumes_the_awaiting_cell(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(REFUND)
     cell = kernel.submit("print(await billing_refund(id='inv-7'))")
-    submit = (await kernel.wait_until(lambda: kernel.find_widgets("ButtonModel", description="Submit"), what="the form"))[0]
+    submit = (
+        await kernel.wait_until(lambda: kernel.find_widgets("ButtonModel", description="Submit"), what="the form")
+    )[0]
     (checkbox,) = kernel.find_widgets("CheckboxModel")
     kernel.set_value(checkbox, value=True)
     kernel.click(submit)
@@ -29,7 +31,9 @@ async def test_inline_form_resumes_the_awaiting_cell(kernel):
 async def test_scripted_answers_for_unattended_runs(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(REFUND)
-    cell = await kernel.run("from fusion_nb.notebook import script_answers\nscript_answers({'confirm': False})\nprint(await billing_refund(id='inv-8'))")
+    cell = await kernel.run(
+        "from fusion_nb.notebook import script_answers\nscript_answers({'confirm': False})\nprint(await billing_refund(id='inv-8'))"
+    )
     assert cell.stdout.strip() == "declined"
     assert kernel.find_widgets("ButtonModel", description="Submit") == []
 
@@ -37,5 +41,7 @@ async def test_scripted_answers_for_unattended_runs(kernel):
 async def test_without_a_widget_frontend_input_fails_fast(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(REFUND)
-    cell = await kernel.run("import os\nos.environ['FUSION_NB_WIDGETS'] = '0'\nawait billing_refund(id='inv-9')", ok=False)
+    cell = await kernel.run(
+        "import os\nos.environ['FUSION_NB_WIDGETS'] = '0'\nawait billing_refund(id='inv-9')", ok=False
+    )
     assert cell.error["ename"] == "ToolError" and "ELICITATION_UNSUPPORTED" in cell.error["evalue"]

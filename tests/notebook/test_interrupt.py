@@ -44,9 +44,16 @@ async def test_interrupting_an_awaiting_call_is_prompt_and_runs_cleanup(kernel):
     # CLOCK_MONOTONIC is shared by both processes. The call settles (CANCELLED, its view
     # updated) at once; its handler's finally runs after IPython has rendered the cell's
     # traceback, which shares the loop.
-    cleaned_at = float(re.search(r"cleaned at ([0-9.]+)", "".join(m["content"].get("text", "") for m in kernel.iopub if m["msg_type"] == "stream")).group(1))
+    cleaned_at = float(
+        re.search(
+            r"cleaned at ([0-9.]+)",
+            "".join(m["content"].get("text", "") for m in kernel.iopub if m["msg_type"] == "stream"),
+        ).group(1)
+    )
     settled_at = float((await kernel.run("print(*settled_at.values())")).stdout.split()[-1])
-    print(f"interrupt -> call settled: {(settled_at - sent) * 1000:.0f} ms; -> handler finally: {(cleaned_at - sent) * 1000:.0f} ms")
+    print(
+        f"interrupt -> call settled: {(settled_at - sent) * 1000:.0f} ms; -> handler finally: {(cleaned_at - sent) * 1000:.0f} ms"
+    )
     assert settled_at - sent < 1.0
     status = await kernel.run("import fusion_nb\nprint([c.status for c in fusion_nb.default_app.active_calls])")
     assert status.stdout.strip() == "[]"
@@ -57,7 +64,9 @@ async def test_interrupt_while_idle_cancels_background_calls(kernel):
     await kernel.run(SLOW_TOOL)
     start = await kernel.run("call = slow.start()")
     await kernel.wait_until(lambda: printed(kernel, "started"), what="the background call to start")
-    assert any("started" in m["content"].get("text", "") for m in start.messages if m["msg_type"] == "stream"), "output lands in the starting cell"
+    assert any("started" in m["content"].get("text", "") for m in start.messages if m["msg_type"] == "stream"), (
+        "output lands in the starting cell"
+    )
     # The handler goes in right after the cell's own handler swap is undone, a few
     # microseconds after "idle"; a test can be faster than that, a person cannot.
     for attempt in range(3):

@@ -8,13 +8,24 @@ pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 async def test_load_is_idempotent_and_tools_of_every_kind_are_callable(kernel):
     await kernel.run("%load_ext fusion_nb\n%load_ext fusion_nb\nimport asyncio")
     await kernel.run('%%fusion_tool greet\n"""Say hello."""\nreturn f"hello {ctx.tool.name}"')
-    await kernel.run('%%fusion_tool f.query("math.add").with_integer("a").with_integer("b", default=2)\nawait asyncio.sleep(0)\nreturn input.a + input.b')
-    await kernel.run('%%fusion_tool f.action("count").with_integer("n")\nawait asyncio.sleep(0)\nfor i in range(input.n):\n    yield progress((i + 1) * 100 / input.n, f"step {i + 1}")\nreturn "counted"')
-    await kernel.run('%%fusion_tool f.action("sync.steps")\nimport threading\nyield progress(50)\nreturn threading.current_thread() is not threading.main_thread()')
+    await kernel.run(
+        '%%fusion_tool f.query("math.add").with_integer("a").with_integer("b", default=2)\nawait asyncio.sleep(0)\nreturn input.a + input.b'
+    )
+    await kernel.run(
+        '%%fusion_tool f.action("count").with_integer("n")\nawait asyncio.sleep(0)\nfor i in range(input.n):\n    yield progress((i + 1) * 100 / input.n, f"step {i + 1}")\nreturn "counted"'
+    )
+    await kernel.run(
+        '%%fusion_tool f.action("sync.steps")\nimport threading\nyield progress(50)\nreturn threading.current_thread() is not threading.main_thread()'
+    )
     cell = await kernel.run("print(await greet(), await math_add(a=40), await count(n=3), await sync_steps())")
     assert cell.stdout.strip() == "hello greet 42 counted True"
-    listing = await kernel.run("import fusion_nb\nprint([(t.name, t.kind, t.description) for t in fusion_nb.default_app.tools])")
-    assert listing.stdout.strip() == "[('greet', 'sync', 'Say hello.'), ('math.add', 'async', None), ('count', 'async_gen', None), ('sync.steps', 'sync_gen', None)]"
+    listing = await kernel.run(
+        "import fusion_nb\nprint([(t.name, t.kind, t.description) for t in fusion_nb.default_app.tools])"
+    )
+    assert (
+        listing.stdout.strip()
+        == "[('greet', 'sync', 'Say hello.'), ('math.add', 'async', None), ('count', 'async_gen', None), ('sync.steps', 'sync_gen', None)]"
+    )
 
 
 async def test_the_body_sees_notebook_globals_and_rerunning_replaces_the_tool(kernel):
@@ -37,10 +48,13 @@ async def test_syntax_error_points_at_the_cell_line(kernel):
 
 async def test_runtime_error_traceback_names_the_cell_line_and_source(kernel):
     await kernel.run("%load_ext fusion_nb")
-    await kernel.run("%%fusion_tool f.action('boom').with_integer('x')\n\"\"\"Fails on purpose.\"\"\"\ny = input.x * 2\nraise ValueError(f'bad value {y}')\nreturn y")
+    await kernel.run(
+        "%%fusion_tool f.action('boom').with_integer('x')\n\"\"\"Fails on purpose.\"\"\"\ny = input.x * 2\nraise ValueError(f'bad value {y}')\nreturn y"
+    )
     cell = await kernel.run("await boom(x=21)", ok=False)
     assert cell.error["ename"] == "ValueError" and cell.error["evalue"] == "bad value 42"
     import re
+
     shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(cell.error["traceback"]))
     assert "line 4" in shown and "raise ValueError(f'bad value {y}')" in shown, shown
 
@@ -50,7 +64,7 @@ async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
     empty = await kernel.run("%%fusion_tool\nreturn 1", ok=False)
     assert empty.status == "error" and "UsageError: %%fusion_tool needs a tool name" in empty.stderr
     wrong = await kernel.run("%%fusion_tool 1 + 1\nreturn 1", ok=False)
-    assert "must give a tool builder such as f.query(\"name\"), got int" in wrong.stderr
+    assert 'must give a tool builder such as f.query("name"), got int' in wrong.stderr
     await kernel.run("%%fusion_tool f.action('typed').with_integer('n')\nreturn input.n")
     bad = await kernel.run("await typed(n='x')", ok=False)
     assert bad.error["ename"] == "ToolError" and 'field "n" expected a valid integer' in bad.error["evalue"]
@@ -58,7 +72,9 @@ async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
 
 async def test_fusion_line_magic(kernel):
     await kernel.run("%load_ext fusion_nb")
-    await kernel.run("%%fusion_tool f.query('weather').with_string('city', 'City name')\n'''Forecast.'''\nreturn input.city")
+    await kernel.run(
+        "%%fusion_tool f.query('weather').with_string('city', 'City name')\n'''Forecast.'''\nreturn input.city"
+    )
     listing = await kernel.run("%fusion list")
     assert "weather (query, sync)" in listing.stdout and "city: string - City name" in listing.stdout
     status = await kernel.run("%fusion status")

@@ -22,7 +22,9 @@ async def connect(url, token, mode, **options):
 
 async def serve(kernel):
     await kernel.run("%load_ext fusion_nb\nimport anyio")
-    await kernel.run('%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\nyield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()')
+    await kernel.run(
+        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\nyield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
+    )
     served = await kernel.run("%fusion serve")
     url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
     token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
@@ -32,7 +34,12 @@ async def serve(kernel):
 async def test_serve_prints_config_and_serves_both_eras(kernel):
     served, url, token = await serve(kernel)
     assert url.startswith("http://127.0.0.1:") and len(token) >= 32
-    for snippet in ('"mcpServers"', '"servers"', "@modelcontextprotocol/inspector --cli", f"Authorization: Bearer {token}"):
+    for snippet in (
+        '"mcpServers"',
+        '"servers"',
+        "@modelcontextprotocol/inspector --cli",
+        f"Authorization: Bearer {token}",
+    ):
         assert snippet in served.stdout
     for mode in ("legacy", "auto"):
         progress = []
@@ -73,7 +80,9 @@ async def test_redefining_a_tool_notifies_connected_clients(kernel):
 
     async with connect(url, token, "legacy", message_handler=on_message) as client:
         await client.list_tools()
-        await kernel.run('%%fusion_tool f.query("shout").with_string("text").describe("Louder.")\nreturn input.text.upper() + "!"')
+        await kernel.run(
+            '%%fusion_tool f.query("shout").with_string("text").describe("Louder.")\nreturn input.text.upper() + "!"'
+        )
         with anyio.fail_after(20):
             await changed.wait()
         tools = (await client.list_tools()).tools

@@ -22,4 +22,3 @@ async def app():
     assert await app.wait_background(5), "background tasks did not finish"
     ours = [t for t in asyncio.all_tasks() if t.get_name().startswith("fusion-nb")]
     assert not ours, f"asyncio tasks left: {ours}"
-

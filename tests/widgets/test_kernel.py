@@ -45,8 +45,13 @@ def run_in_view(call_expr: str) -> str:
 
 
 def updates(kernel, comm_id):
-    return [m for m in kernel.iopub if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
-            and m["content"]["data"].get("method") == "update"]
+    return [
+        m
+        for m in kernel.iopub
+        if m["msg_type"] == "comm_msg"
+        and m["content"]["comm_id"] == comm_id
+        and m["content"]["data"].get("method") == "update"
+    ]
 
 
 async def one(kernel, model, what, **state):
@@ -91,13 +96,18 @@ async def test_a_progress_flood_costs_few_messages_and_ends_exact(kernel):
     sent = updates(kernel, bar)
     assert 1 <= len(sent) < 200, len(sent)
     assert kernel.widgets[bar]["value"] == 100.0 and kernel.widgets[bar]["bar_style"] == "success"
-    (status,) = [cid for cid, s in kernel.widgets.items() if s.get("_model_name") == "HTMLModel" and "all done" in s.get("value", "")]
+    (status,) = [
+        cid
+        for cid, s in kernel.widgets.items()
+        if s.get("_model_name") == "HTMLModel" and "all done" in s.get("value", "")
+    ]
     assert "done" in kernel.widgets[status]["value"]
 
 
 async def test_tool_card_run_output_lands_in_the_defining_cell(kernel):
     await kernel.run(SETUP)
-    card_cell = await kernel.run(textwrap.dedent("""
+    card_cell = await kernel.run(
+        textwrap.dedent("""
         @app.f.action('hello').with_string('name', 'Who').handle
         async def hello(input, ctx):
             print('handler greets', input.name)
@@ -105,14 +115,19 @@ async def test_tool_card_run_output_lands_in_the_defining_cell(kernel):
             yield fnb.respond('hi ' + input.name)
 
         display(ToolCard(hello))
-    """))
+    """)
+    )
     name = await one(kernel, "TextModel", "the name field", description="name")
     run = await one(kernel, "ButtonModel", "the Run button", description="Run")
     kernel.set_value(name, value="Ada")
     await kernel.wait_until(lambda: kernel.widgets[name].get("value") == "Ada", what="the echoed value")
     kernel.click(run)
-    await kernel.wait_until(lambda: "handler greets Ada" in card_cell.stdout, what="the handler's print in the card's cell")
+    await kernel.wait_until(
+        lambda: "handler greets Ada" in card_cell.stdout, what="the handler's print in the card's cell"
+    )
     bar = await one(kernel, "FloatProgressModel", "the call's bar", description="hello")
     await kernel.wait_until(lambda: kernel.widgets[bar]["value"] == 100.0, what="the call to finish")
     opened = [m for m in kernel.iopub if m["msg_type"] == "comm_open" and m["content"]["comm_id"] == bar]
-    assert opened[0]["parent_header"]["msg_id"] == card_cell.msg_id, "the view belongs to the card's cell, not the click"
+    assert opened[0]["parent_header"]["msg_id"] == card_cell.msg_id, (
+        "the view belongs to the card's cell, not the click"
+    )

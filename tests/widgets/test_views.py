@@ -5,14 +5,22 @@ import io
 
 import anyio
 import pytest
-
-from fusion_nb import ToolError, ask, progress, read_input, require_input, input_response, respond
-from fusion_nb.engine import ELICITATION_UNSUPPORTED
 from fusion_nb.widgets import (
-    ActivityPanel, CallView, ElicitationForm, ToolCard, UrlPrompt, WidgetInputChannel, make_prompt, text_progress, views_for,
+    ActivityPanel,
+    CallView,
+    ElicitationForm,
+    ToolCard,
+    UrlPrompt,
+    WidgetInputChannel,
+    make_prompt,
+    text_progress,
+    views_for,
 )
 from fusion_nb.widgets.status import LOOKS
 from widget_helpers import count_sends, until
+
+from fusion_nb import ToolError, ask, input_response, progress, read_input, require_input, respond
+from fusion_nb.engine import ELICITATION_UNSUPPORTED
 
 pytestmark = pytest.mark.anyio
 
@@ -30,11 +38,14 @@ def refund(app):
             action = input_response("confirm").action
             if action in ("decline", "cancel"):
                 return f"refund {action}d"
-            return require_input.elicit(f"Refund {input.id}?", {
-                "confirm": ask.boolean("Approve the refund"),
-                "reason": ask.string("Why"),
-                "amount": ask.number("Amount").min(0).max(100).default(12.5),
-            })
+            return require_input.elicit(
+                f"Refund {input.id}?",
+                {
+                    "confirm": ask.boolean("Approve the refund"),
+                    "reason": ask.string("Why"),
+                    "amount": ask.number("Amount").min(0).max(100).default(12.5),
+                },
+            )
         return f"refunded {read_input('amount')} for {read_input('reason')}" if approved else "refund declined"
 
     return refund
@@ -49,6 +60,7 @@ FIELDS = {
 
 
 # -- the form on its own ------------------------------------------------------------------
+
 
 async def test_form_shows_inline_validation_and_answers_once_valid():
     form = ElicitationForm(require_input.elicit("Sign up", FIELDS))
@@ -117,6 +129,7 @@ async def test_url_prompt_links_safely_and_answers():
 
 # -- the channel and the call view --------------------------------------------------------
 
+
 async def test_submit_in_the_call_view_resumes_the_handler(app, refund):
     channel = WidgetInputChannel(frontend=True)
     call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
@@ -158,7 +171,9 @@ async def test_without_a_view_the_channel_shows_the_form_itself(app, refund):
     assert (await call.wait()).value == "refund declined"
 
 
-@pytest.mark.parametrize("channel", [WidgetInputChannel(frontend=False), WidgetInputChannel()], ids=["forced", "no-kernel"])
+@pytest.mark.parametrize(
+    "channel", [WidgetInputChannel(frontend=False), WidgetInputChannel()], ids=["forced", "no-kernel"]
+)
 async def test_no_widget_frontend_fails_fast(app, refund, channel):
     result = await app.call("billing.refund", {"id": "inv-7"}, channel=channel)
     assert result.error.code == ELICITATION_UNSUPPORTED and channel.prompts == []
@@ -180,6 +195,7 @@ async def test_url_request_in_a_view(app):
 
 
 # -- cancellation ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def stuck(app):
@@ -225,6 +241,7 @@ async def test_cancel_while_the_form_waits_disables_the_form(app, refund):
 
 
 # -- coalescing, final state, no leaks -------------------------------------------------------
+
 
 async def test_a_progress_flood_is_coalesced_and_the_final_state_is_exact(app):
     @app.f.action("flood").handle
@@ -296,11 +313,21 @@ cell = contextvars.ContextVar("cell", default="none")
 
 
 async def test_tool_card_runs_the_tool_in_the_defining_context(app):
-    @app.f.query("greet").describe("Say hello").with_string("name", "Who").with_integer("times", "How often", default=1) \
-        .with_enum("tone", ["warm", "dry"], "Tone", optional=True).handle
+    @(
+        app.f.query("greet")
+        .describe("Say hello")
+        .with_string("name", "Who")
+        .with_integer("times", "How often", default=1)
+        .with_enum("tone", ["warm", "dry"], "Tone", optional=True)
+        .handle
+    )
     async def greet(input, ctx):
         yield progress(50)
-        yield respond(f"{cell.get()}: " + " ".join([f"hello {input.name}"] * input.times) + (f" ({input.tone})" if input.tone else ""))
+        yield respond(
+            f"{cell.get()}: "
+            + " ".join([f"hello {input.name}"] * input.times)
+            + (f" ({input.tone})" if input.tone else "")
+        )
 
     cell.set("defining cell")
     card = ToolCard(greet)
@@ -336,6 +363,7 @@ async def test_tool_card_keeps_a_short_history(app):
 
 
 # -- activity panel and text ------------------------------------------------------------------
+
 
 async def test_activity_panel_lists_live_calls_and_keeps_a_short_history(app, stuck):
     @app.f.action("quick").handle
@@ -373,6 +401,7 @@ async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
 
 
 # -- smaller pieces ---------------------------------------------------------------------------
+
 
 async def test_one_form_shows_in_every_view_of_the_call(app, refund):
     panel = ActivityPanel(app)
@@ -412,15 +441,24 @@ async def test_show_call_falls_back_to_text_without_a_kernel(app, capsys):
 
 
 def test_tool_schemas_map_onto_form_fields():
-    from fusion_nb import Fusion
     from fusion_nb.widgets import FieldInput, schema_fields
 
+    from fusion_nb import Fusion
+
     app = Fusion("schemas")
-    tool = app.f.action("t").with_number("n", "N", optional=True).with_boolean("b", "B", optional=True) \
-        .with_integer("i", "I", default=3).handle(lambda input, ctx: None)
+    tool = (
+        app.f.action("t")
+        .with_number("n", "N", optional=True)
+        .with_boolean("b", "B", optional=True)
+        .with_integer("i", "I", default=3)
+        .handle(lambda input, ctx: None)
+    )
     fields = schema_fields(tool.input_schema)
     assert [(k, f.type, f.required, f.has_default) for k, f in fields.items()] == [
-        ("n", "number", False, False), ("b", "boolean", False, False), ("i", "integer", False, True)]
+        ("n", "number", False, False),
+        ("b", "boolean", False, False),
+        ("i", "integer", False, True),
+    ]
     n, b, i = (FieldInput(key, field) for key, field in fields.items())
     assert n.read() is None and b.read() is None and i.read() == 3, "blank optional fields read as not answered"
     n.widget.value = "2.5"
@@ -438,5 +476,8 @@ async def test_a_crash_shows_its_traceback_in_the_view(app):
     view = CallView(call)
     await call.wait()
     assert "INTERNAL_ERROR" in view.result_line.value
-    assert "<details><summary>traceback</summary>" in view.result_line.value and "ZeroDivisionError: no ratio" in view.result_line.value
+    assert (
+        "<details><summary>traceback</summary>" in view.result_line.value
+        and "ZeroDivisionError: no ratio" in view.result_line.value
+    )
     assert 'raise ZeroDivisionError("no ratio")' in view.result_line.value.replace("&quot;", '"')
