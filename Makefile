@@ -20,11 +20,15 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is missing: install Debian's chromium package for the browser test"
 
-test: $(STAMP) chromium
-	$(PY) -m pytest
+# The notebooks are tests too (nbval, outputs compared after notebooks/sanitize.cfg).
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=120
 
+test: $(STAMP) chromium
+	$(PY) -m pytest $(NBVAL)
+
+# No kernel, no browser, no notebook: nbval is not even loaded.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not kernel and not browser"
+	$(PY) -m pytest -p no:nbval -m "not kernel and not browser" tests
 
 # The engineering gate: lint, format and types (strict on the engine).
 check: $(STAMP)
