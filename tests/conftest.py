@@ -1,25 +1,41 @@
 """Suite-wide fixtures and deadlines.
 
-Every test runs on asyncio and trio unless its directory narrows ``anyio_backend``. Tests that
-start a kernel or a browser get a longer pytest-timeout deadline than the 120 s default; nbval
-cells start a kernel too, so they are marked ``kernel`` here and ``-m "not kernel"`` skips them.
+Every test runs on asyncio and trio unless its directory narrows ``anyio_backend``.
+
+Deadlines: pytest-timeout fails a test after 120 s (``timeout`` in pyproject). Tests that start
+a kernel or a browser get 600 s; nbval cells start a kernel too, so they are marked ``kernel``
+here (and ``-m "not kernel"`` skips them). A test's own ``@pytest.mark.timeout(N)`` wins.
+
+An async test gets its deadline inside its event loop (``anyio.fail_after``): it fails with
+``TimeoutError`` after its cleanup and fixture teardown ran, and the session goes on. pytest-timeout's
+signal alarm cannot stop a trio test (anyio's trio runner waits for the test task that the alarm
+left running), so for async tests pytest-timeout is only a backstop, 30 s later, in thread mode:
+it dumps every thread's stack and ends the session rather than letting CI hang.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import AsyncIterator, Generator
+from typing import Any
+
+import anyio
 import pytest
 
 SLOW_TEST_TIMEOUT = 600  # seconds: a kernel start on a loaded 2-core CI box can take a minute
 SLOW_MARKERS = ("kernel", "browser")
+BACKSTOP_GRACE = 30  # seconds between an async test's in-loop deadline and the thread-mode backstop
+IN_LOOP_DEADLINE = pytest.StashKey[float]()
 
 
 @pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request):
-    return request.param
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
-async def kernel():
+async def kernel() -> AsyncIterator[Any]:
     """A real ipykernel from this venv (see kernel_harness); asyncio-only directories use it."""
     from kernel_harness import Kernel
 
@@ -34,14 +50,55 @@ def _is_nbval_cell(item: pytest.Item) -> bool:
     return type(item).__module__.startswith("nbval")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark nbval cells ``kernel``; give kernel and browser tests the slow deadline.
+def _timeout_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return float(item.config.getini("timeout"))
+    return float(marker.args[0] if marker.args else marker.kwargs["timeout"])
 
-    A test's own ``@pytest.mark.timeout(...)`` wins: it is the closest marker.
-    """
+
+def _is_async_anyio_test(item: pytest.Item) -> bool:
+    test = getattr(item, "obj", None)
+    return (
+        item.get_closest_marker("anyio") is not None
+        and inspect.iscoroutinefunction(test)
+        and not hasattr(test, "hypothesis")  # hypothesis runs its examples itself
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark nbval cells ``kernel``; give kernel and browser tests the slow deadline; move async
+    tests' deadlines into their event loop, with pytest-timeout as the backstop."""
     for item in items:
         if _is_nbval_cell(item):
             item.add_marker(pytest.mark.kernel)
         slow = any(item.get_closest_marker(name) for name in SLOW_MARKERS)
         if slow and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))
+        if _is_async_anyio_test(item):
+            deadline = _timeout_of(item)
+            item.stash[IN_LOOP_DEADLINE] = deadline
+            backstop = pytest.mark.timeout(deadline + BACKSTOP_GRACE, method="thread")
+            item.add_marker(backstop, append=False)  # closest: it wins over the test's own
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Run an async test under its in-loop deadline (anyio's plugin then runs the wrapper)."""
+    deadline = pyfuncitem.stash.get(IN_LOOP_DEADLINE, None)
+    if deadline is None:
+        return (yield)
+    test = pyfuncitem.obj
+
+    @functools.wraps(test)
+    async def under_deadline(**kwargs: Any) -> Any:
+        with anyio.move_on_after(deadline) as scope:
+            return await test(**kwargs)
+        if scope.cancelled_caught:
+            pytest.fail(f"Timeout: the test ran past its {deadline:g} s deadline (cancelled in its loop)")
+
+    pyfuncitem.obj = under_deadline
+    try:
+        return (yield)
+    finally:
+        pyfuncitem.obj = test
