@@ -51,10 +51,12 @@ def _is_nbval_cell(item: pytest.Item) -> bool:
 
 
 def _timeout_of(item: pytest.Item) -> float:
+    """pytest-timeout's precedence: the closest marker, then ``--timeout``, then the ini value."""
     marker = item.get_closest_marker("timeout")
-    if marker is None:
-        return float(item.config.getini("timeout"))
-    return float(marker.args[0] if marker.args else marker.kwargs["timeout"])
+    if marker is not None:
+        return float(marker.args[0] if marker.args else marker.kwargs["timeout"])
+    option = item.config.getoption("timeout", None)
+    return float(option if option is not None else item.config.getini("timeout"))
 
 
 def _is_async_anyio_test(item: pytest.Item) -> bool:
@@ -77,6 +79,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))
         if _is_async_anyio_test(item):
             deadline = _timeout_of(item)
+            if deadline <= 0:
+                continue  # `--timeout=0`: no deadline at all
             item.stash[IN_LOOP_DEADLINE] = deadline
             backstop = pytest.mark.timeout(deadline + BACKSTOP_GRACE, method="thread")
             item.add_marker(backstop, append=False)  # closest: it wins over the test's own
