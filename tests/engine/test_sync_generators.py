@@ -137,7 +137,7 @@ async def test_an_inline_call_aborted_mid_flood_closes_the_generator_once(app, f
 
 async def test_the_signal_is_checked_between_steps(app, recorder):
     """A generator that never looks at its signal still stops at its next step after an abort."""
-    release = threading.Event()
+    inside, release = threading.Event(), threading.Event()
     after_abort = []
 
     @app.f.action("blind").handle
@@ -145,6 +145,7 @@ async def test_the_signal_is_checked_between_steps(app, recorder):
         try:
             recorder.step()
             yield progress(10)
+            inside.set()
             assert release.wait(10)
             after_abort.append("step that was running when the abort came")
             yield progress(20)
@@ -153,9 +154,8 @@ async def test_the_signal_is_checked_between_steps(app, recorder):
         finally:
             recorder.closed()
 
-    first = anyio.Event()
-    call = app.start("blind", on_progress=lambda event: first.set())
-    await first.wait()
+    call = app.start("blind")
+    assert await anyio.to_thread.run_sync(inside.wait, 10)  # the thread is inside its second step
     assert call.cancel()
     release.set()
     assert (await call.wait()).error.code == "CANCELLED"
