@@ -30,8 +30,8 @@ from typing import Any, Protocol, TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from .errors import Aborted
-from .streaming import ProgressEvent, Respond
+from ._errors import Aborted
+from ._streaming import ProgressEvent, Respond
 
 log = logging.getLogger("fusion_nb")
 T = TypeVar("T")
