@@ -286,6 +286,11 @@ class Fusion:
             threads_abandoned=self._threads.abandoned_total,
         )
 
+    @property
+    def idle(self) -> bool:
+        """True when no call, task, slot or thread of this app remains (see ``stats``)."""
+        return self.stats().idle
+
     async def aclose(self) -> None:
         """Abort every live call and wait (up to ``grace``) for their cleanup."""
         for call in self.active_calls:

@@ -334,6 +334,7 @@ class Runner:
                     )
                 return
             result = self._crashed(exc)
+        self._release_all()  # the body has stopped: the next caller finds its slot free
         call.settle(result, CallStatus.FAILED if result.is_error else CallStatus.DONE)
 
     def _crashed(self, exc: BaseException) -> CallResult:

@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from ._background import on_asyncio
 from ._errors import threads_busy
+from ._handlers import wait_through_cancel
 from ._signal import AbortSignal
 
 T = TypeVar("T")
@@ -75,7 +76,7 @@ class ThreadPool:
         undo = signal.on_abort(abandon)
         self.running += 1
         try:
-            return await anyio.to_thread.run_sync(func, limiter=self._limiter())
+            return await wait_through_cancel(anyio.to_thread.run_sync(func, limiter=self._limiter()), _nothing)
         finally:
             self.running -= 1
             undo()
@@ -94,3 +95,7 @@ class ThreadPool:
             limiter = self._unbounded[backend] = anyio.CapacityLimiter(math.inf)
         return limiter
 
+
+
+def _nothing() -> None:
+    pass
