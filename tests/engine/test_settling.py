@@ -33,6 +33,7 @@ from fusion_nb.engine import (
     CallResult,
     ToolError,
     progress,
+    respond,
 )
 
 pytestmark = pytest.mark.anyio
@@ -145,6 +146,31 @@ def raising(kind: str, make_exc: Callable[[], BaseException]) -> Callable[..., A
     return sgen
 
 
+def returning(kind: str, value: Any) -> Callable[..., Any]:
+    """A handler of ``kind`` that returns ``value`` at once (generators after one progress event)."""
+    if kind == "async":
+
+        async def handler(input: Any, ctx: Any) -> Any:
+            return value
+
+        return handler
+    if kind == "async_gen":
+
+        async def agen(input: Any, ctx: Any) -> Any:
+            yield progress(50)
+            yield respond(value)
+
+        return agen
+    if kind == "sync":
+        return lambda input, ctx: value
+
+    def sgen(input: Any, ctx: Any) -> Any:
+        yield progress(50)
+        return value
+
+    return sgen
+
+
 async def run_to_result(call: Call) -> CallResult:
     with anyio.fail_after(5):
         return await call.wait()
@@ -246,6 +272,20 @@ async def test_3_an_inline_call_never_awaited_holds_no_slot(app: Fusion) -> None
     assert (stats.slots_active, stats.slots_queued) == (0, 0), stats
     assert (await run_to_result(awaited_later)).value == "ran"  # awaiting it is what runs it
     assert forgotten.cancel() and forgotten.status == "cancelled"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_3_5_a_settled_call_has_given_its_slot_back(app: Fusion, kind: str, mode: str) -> None:
+    """Slots are held until the body stops, and no longer: a caller that got its answer may call again at once.
+
+    (Guards the fix of items 3 and 5: releasing the slot after the call settles, e.g. in a
+    done-callback, makes a sequential caller of a ``.concurrency(1, 0)`` tool see SERVER_BUSY.)
+    """
+    app.f.action("single").concurrency(1, 0).handle(returning(kind, "ran"))
+    for _ in range(3):
+        result = await run_to_result(app.start("single", inline=mode == "inline"))
+        assert result.value == "ran", result
 
 
 # -- 4. raising listeners and signal callbacks -------------------------------------------
