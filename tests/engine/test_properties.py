@@ -125,7 +125,12 @@ class Scenario:
                     return
                 with self.bodies.lock:
                     inside = self.bodies.inside
-                if app.stats().threads_running == inside:
+                running = app.stats().threads_running  # (the loop is ours: no thread is reported back meanwhile)
+                assert running >= inside, (
+                    f"{inside} bodies still run but the engine counts {running} threads: "
+                    "it stopped waiting for a body that ignores its signal"
+                )
+                if running == inside:
                     return
                 await anyio.sleep(0.001)
 
