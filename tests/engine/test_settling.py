@@ -61,7 +61,9 @@ def fusion_tasks() -> list[str]:
         pass
     import trio
 
-    found, stack = [], [trio.lowlevel.current_root_task()]
+    root = trio.lowlevel.current_root_task()
+    found: list[str] = []
+    stack = [root] if root is not None else []
     while stack:
         task = stack.pop()
         if task.name.startswith("fusion-nb"):
