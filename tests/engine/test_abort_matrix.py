@@ -115,6 +115,7 @@ async def warm_thread_pool(threads: int = 3) -> None:
 
 @pytest.fixture
 async def matrix_app() -> AsyncIterator[Fusion]:
+    """A fresh app, checked afterwards for anything left (calls, slots, tasks, threads)."""
     app = Fusion("matrix", grace=2.0)
     yield app
     assert await app.wait_background(5), "background tasks did not finish"
@@ -153,6 +154,7 @@ class NeverAnswers(InputChannel):
         self.probe = probe
 
     async def ask(self, *question: Any, **more: Any) -> Any:
+        """Wait forever (until the call is aborted); the signature takes any form of the question."""
         try:
             self.probe.asked.set()
             await anyio.sleep_forever()
@@ -161,6 +163,7 @@ class NeverAnswers(InputChannel):
 
 
 def confirm_request() -> Any:
+    """The input request every handler kind returns in the "input" stage."""
     return require_input.elicit("Go ahead?", {"ok": ask.boolean("Confirm")})
 
 
@@ -246,6 +249,7 @@ def make_handler(kind: str, stage: str, probe: Probe) -> Callable[..., Any]:
 
 
 def register(app: Fusion, stage: str, kind: str, probe: Probe) -> None:
+    """The tool under test: limited, serialized or wrapped in a stuck middleware, as ``stage`` needs."""
     builder = (app.f.mutation if stage == "serializer" else app.f.action)("victim").with_string("role")
     if stage == "queued":
         builder = builder.concurrency(1, 4)
@@ -282,6 +286,7 @@ async def reach(stage: str, call: Call, probe: Probe) -> None:
 
 @pytest.mark.parametrize(("stage", "kind", "abort", "mode"), CASES)
 async def test_abort_matrix(matrix_app: Fusion, stage: str, kind: str, abort: str, mode: str) -> None:
+    """One cell of the matrix; whatever fails, the probe lets every body and thread end."""
     probe = Probe()
     try:
         await abort_scenario(matrix_app, probe, stage, kind, abort, mode)
@@ -292,6 +297,7 @@ async def test_abort_matrix(matrix_app: Fusion, stage: str, kind: str, abort: st
 
 
 async def abort_scenario(app: Fusion, probe: Probe, stage: str, kind: str, abort: str, mode: str) -> None:
+    """Get a call stuck at ``stage``, abort it one way, then check it settled and left nothing behind."""
     await warm_thread_pool()
     threads_before = threading.active_count()
     register(app, stage, kind, probe)

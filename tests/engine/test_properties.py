@@ -70,6 +70,8 @@ class Bodies:
 
 @dataclass
 class Scenario:
+    """One drawn example: the tool's limits, its calls, and what was observed of them."""
+
     kind: str
     verb: str
     max_active: int
@@ -83,9 +85,11 @@ class Scenario:
 
     @property
     def cap(self) -> int:
+        """How many bodies may run at once: a mutation is serialized whatever its concurrency."""
         return 1 if self.verb == "mutation" else self.max_active
 
     def build(self) -> Fusion:
+        """An app with the one limited tool; each body waits for its own "finish"."""
         # Abandoned threads are bounded per app (TEAM.md item 7); here only the tool's own limit is tested.
         app = Fusion("properties", grace=5.0, max_abandoned_threads=1000)
         bodies, releases = self.bodies, self.releases
@@ -135,6 +139,7 @@ class Scenario:
                 await anyio.sleep(0.001)
 
     def start(self, app: Fusion) -> None:
+        """Start the next call; it is refused exactly when every slot and queue place is taken."""
         index = len(self.calls)
         self.releases.append(anyio.Event() if self.kind == "async" else threading.Event())
         before = app.stats()
@@ -154,6 +159,7 @@ class Scenario:
             assert busy == full, f"refused={busy} with {before.slots_active} active, {before.slots_queued} queued"
 
     async def run(self, ops: list[Op]) -> None:
+        """Apply the operations one at a time, quiescing after each, then drain and check."""
         app = self.build()
         try:
             for op, k in ops:
@@ -177,6 +183,7 @@ class Scenario:
         self.check(app)
 
     def check(self, app: Fusion) -> None:
+        """The properties of the module docstring, once everything has drained."""
         entered = self.bodies.entered
         assert entered == sorted(entered) and len(set(entered)) == len(entered), f"not FIFO: {entered}"
         assert self.bodies.most <= self.cap
@@ -219,5 +226,6 @@ class Scenario:
 def test_random_interleavings_keep_fifo_limits_and_settle_every_call_once(
     kind: str, verb: str, backend: str, max_active: int, max_queue: int, ops: list[Op]
 ) -> None:
+    """Each example runs in a fresh event loop of its backend (hypothesis drives a sync test)."""
     scenario = Scenario(kind, verb, max_active, max_queue)
     anyio.run(scenario.run, ops, backend=backend)

@@ -107,6 +107,7 @@ async def make_app() -> AsyncIterator[Callable[..., Fusion]]:
 
 @pytest.fixture
 def app(make_app: Callable[..., Fusion]) -> Fusion:
+    """The default app (grace 2 s), leak-checked by ``make_app``."""
     return make_app()
 
 
@@ -116,6 +117,7 @@ def mentions_call(record: logging.LogRecord, call: Call) -> bool:
 
 
 def engine_records(caplog: pytest.LogCaptureFixture, level: int = logging.WARNING) -> list[logging.LogRecord]:
+    """The engine's own log records at ``level`` or above."""
     return [r for r in caplog.records if r.name.startswith("fusion_nb") and r.levelno >= level]
 
 
@@ -174,6 +176,7 @@ def returning(kind: str, value: Any) -> Callable[..., Any]:
 
 
 async def run_to_result(call: Call) -> CallResult:
+    """The call's result, or a clear failure instead of a hang when it never settles."""
     with anyio.fail_after(5):
         return await call.wait()
 
@@ -407,6 +410,7 @@ async def deaf_scenario(
     most: dict[str, int],
     entered: dict[tuple[str, int], threading.Event],
 ) -> None:
+    """The body of test 5 (the test wraps it so the deaf bodies are always let go)."""
     deaf = [await start_and_abort("deaf", i) for i in range(120)]
     codes = [r.error.code if r.error else None for r in deaf]
     assert codes[:2] == [CANCELLED, CANCELLED]
@@ -478,6 +482,7 @@ async def test_6_grace_only_warns_once_and_the_cleanup_runs_to_its_end_holding_i
 async def grace_scenario(
     app: Fusion, caplog: pytest.LogCaptureFixture, entered: anyio.Event, may_finish: anyio.Event, cleaned: anyio.Event
 ) -> None:
+    """The body of test 6 (the test wraps it so the cleanup is always let go)."""
     call = app.start("tidy", {"role": "slow"})
     await entered.wait()
     aborted_at = time.monotonic()
