@@ -4,25 +4,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .signal import AbortSignal
+from ._signal import AbortSignal
 
 if TYPE_CHECKING:
-    from .app import Fusion
-    from .call import Call
-    from .tool import Tool
+    from ._app import Fusion
+    from ._tool import Tool
 
 
 class Context:
-    """Per-call context: the abort ``signal``, ids, and a ``state`` dict middleware may enrich."""
+    """Per-call context: the abort ``signal``, ids, and a ``state`` dict middleware may enrich.
 
-    __slots__ = ("_call", "app", "call_id", "input", "signal", "state", "tool")
+    ``ctx.signal.aborted`` is how a body that runs in a thread notices an abort;
+    ``ctx.state`` starts with what the app's ``context_factory`` returned.
+    """
 
-    def __init__(self, call: Call, tool: Tool, app: Fusion, state: dict[str, Any], input: Any) -> None:
-        self._call = call
-        self.signal: AbortSignal = call.signal
-        self.call_id: str = call.id
+    __slots__ = ("app", "call_id", "input", "signal", "state", "tool")
+
+    def __init__(
+        self, call_id: str, tool: Tool, app: Fusion, signal: AbortSignal, state: dict[str, Any], input: Any
+    ) -> None:
+        self.call_id = call_id
         self.tool = tool
         self.app = app
+        self.signal = signal
         self.state = state
         self.input = input
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
 import anyio
 
-from .streaming import ProgressEvent, Respond
+from ._streaming import ProgressEvent, Respond
 
 log = logging.getLogger("fusion_nb")
 
 Offer = Callable[[ProgressEvent], None]
+InThread = Callable[[Callable[[], Any]], Awaitable[Any]]
 
 
 def handler_kind(fn: Callable[..., Any]) -> str:
@@ -42,12 +43,12 @@ def make_runner(fn: Callable[..., Any], tool_name: str):
     ignored = _IgnoredYields(tool_name)
     if kind == "async":
 
-        async def run(input: Any, ctx: Any, offer: Offer) -> Any:
+        async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread) -> Any:
             return await fn(input, ctx)
 
     elif kind == "async_gen":
 
-        async def run(input: Any, ctx: Any, offer: Offer) -> Any:
+        async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread) -> Any:
             async with aclosing(fn(input, ctx)) as stream:
                 async for item in stream:
                     if type(item) is ProgressEvent:
@@ -60,13 +61,13 @@ def make_runner(fn: Callable[..., Any], tool_name: str):
 
     elif kind == "sync":
 
-        async def run(input: Any, ctx: Any, offer: Offer) -> Any:
-            return await anyio.to_thread.run_sync(fn, input, ctx, abandon_on_cancel=True)
+        async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread) -> Any:
+            return await in_thread(lambda: fn(input, ctx))
 
     else:
 
-        async def run(input: Any, ctx: Any, offer: Offer) -> Any:
-            driver = _SyncGeneratorDriver(fn(input, ctx))
+        async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread) -> Any:
+            driver = _SyncGeneratorDriver(fn(input, ctx), in_thread)
             try:
                 while True:
                     done, item = await driver.next()
@@ -93,8 +94,9 @@ class _SyncGeneratorDriver:
     never on the event loop.
     """
 
-    def __init__(self, gen: Any) -> None:
+    def __init__(self, gen: Any, in_thread: InThread) -> None:
         self.gen = gen
+        self.in_thread = in_thread
         self.lock = threading.Lock()
         self.stepping = False
         self.abandoned = False
@@ -112,7 +114,7 @@ class _SyncGeneratorDriver:
 
     async def next(self) -> tuple[bool, Any]:
         self.stepping = True
-        return await anyio.to_thread.run_sync(self._step, abandon_on_cancel=True)
+        return await self.in_thread(self._step)
 
     async def close(self) -> None:
         with self.lock:
@@ -122,7 +124,7 @@ class _SyncGeneratorDriver:
         if inspect.getgeneratorstate(self.gen) == inspect.GEN_CLOSED:
             return
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.gen.close, abandon_on_cancel=True)
+            await self.in_thread(self.gen.close)
 
 
 class _IgnoredYields:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import INVALID_INPUT, ToolError
+from ._errors import INVALID_INPUT, ToolError
 
 _MISSING: Any = ...
 

@@ -1,97 +1,122 @@
-"""A registered tool: its MCP description and the compiled pipeline that runs it."""
+"""A tool as clients see it: an immutable description, with no reference to any app.
+
+What runs it (its composed middleware chain, its concurrency slots and mutation
+serializer) belongs to the app it is registered in (``_runner.ToolPlan``); the
+callable handle an author gets back from ``handle(fn)`` is a ``BoundTool``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .middleware import Middleware, compose
-from .slots import Slots
+from ._handlers import handler_kind
+from ._middleware import Middleware
+from ._schema import input_schema
 
 if TYPE_CHECKING:
-    from .app import Fusion
+    from ._app import Fusion
 
 
+@dataclass(frozen=True, eq=False)
 class Tool:
-    """A tool as clients see it (``name``, ``description``, schemas, ``annotations``).
+    """One tool: ``name``, ``description``, schemas and ``annotations`` (what MCP lists), and
+    how it runs (``handler`` and its ``kind``, middleware, presenter, limits).
 
-    ``await tool(**arguments)`` calls it through its app and returns the response
-    value, or raises ``ToolError``.
+    ``verb`` is ``action``, ``query`` or ``mutation``; ``kind`` is ``async``,
+    ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
+    max_queue)`` or ``None``. Build tools with the builder (``app.f``), not by hand.
     """
 
-    def __init__(
-        self,
-        app: Fusion,
-        *,
-        name: str,
-        verb: str,
-        description: str | None,
-        handler: Callable[..., Any],
-        input_model: type[BaseModel],
-        output_model: type[BaseModel] | None,
-        annotations: dict[str, bool],
-        middleware: list[Middleware],
-        presenter: Callable[[Any], Any] | None,
-        interactive: bool,
-        timeout: float | None,
-        max_rounds: int | None,
-        concurrency: tuple[int, int] | None,
-    ) -> None:
-        from .handlers import make_runner
-        from .schema import input_schema
+    name: str
+    verb: str
+    description: str | None
+    handler: Callable[..., Any]
+    input_model: type[BaseModel]
+    output_model: type[BaseModel] | None = None
+    annotations: Mapping[str, bool] = field(default_factory=dict)
+    middleware: tuple[Middleware, ...] = ()
+    presenter: Callable[[Any], Any] | None = None
+    interactive: bool = False
+    timeout: float | None = None
+    max_rounds: int | None = None
+    concurrency: tuple[int, int] | None = None
+    kind: str = field(init=False)
+    input_schema: dict[str, Any] = field(init=False, repr=False)
+    output_schema: dict[str, Any] | None = field(init=False, repr=False)
 
-        self.app = app
-        self.name = name
-        self.verb = verb
-        self.description = description
-        self.handler = handler
-        self.input_model = input_model
-        self.output_model = output_model
-        self.annotations = annotations
-        self.middleware = middleware
-        self.presenter = presenter
-        self.interactive = interactive
-        self.timeout = timeout
-        self.max_rounds = max_rounds
-        self.input_schema = input_schema(input_model)
-        self.output_schema = output_model.model_json_schema() if output_model is not None else None
-        self.run_handler = make_runner(handler, name)
-        self.kind: str = self.run_handler.kind  # type: ignore[attr-defined]
-        self.slots = Slots(name, *concurrency) if concurrency else None
-        self.serializer = Slots(name, 1, None) if verb == "mutation" else None
-        self.compose()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", handler_kind(self.handler))
+        object.__setattr__(self, "input_schema", input_schema(self.input_model))
+        output = self.output_model.model_json_schema() if self.output_model is not None else None
+        object.__setattr__(self, "output_schema", output)
+        object.__setattr__(self, "annotations", dict(self.annotations))
 
-    def compose(self) -> None:
-        """(Re)build the chain: app middleware, then the tool's, then the handler stage."""
-        self.chain = compose([*self.app.middleware, *self.middleware], self._handler_stage())
-
-    def _handler_stage(self) -> Any:
-        """The innermost stage: a last abort gate, the mutation lock, the handler."""
-        run, serializer = self.run_handler, self.serializer
-        if serializer is None and self.kind == "async":
-            fn = self.handler
-
-            async def plain(ctx: Any) -> Any:  # the common case, one frame
-                ctx.signal.raise_if_aborted()
-                return await fn(ctx.input, ctx)
-
-            return plain
-
-        async def stage(ctx: Any) -> Any:
-            ctx.signal.raise_if_aborted()
-            call = ctx._call
-            if serializer is not None and serializer not in call._held:  # once per call, not per round
-                await call.hold(serializer)
-                ctx.signal.raise_if_aborted()
-            return await run(ctx.input, ctx, call.offer_progress)
-
-        return stage
-
-    async def __call__(self, **arguments: Any) -> Any:
-        result = await self.app.call(self.name, arguments)
-        return result.unwrap()
+    @property
+    def runs_in_thread(self) -> bool:
+        """Whether the body runs in a worker thread (plain ``def`` handlers)."""
+        return self.kind in ("sync", "sync_gen")
 
     def __repr__(self) -> str:
         return f"<Tool {self.name!r} ({self.verb}, {self.kind})>"
+
+
+class BoundTool:
+    """What ``handle(fn)`` returns: the tool, callable through the app it was registered in.
+
+    ``await report(quarter="2026Q3")`` runs a call and returns its response value or
+    raises ``ToolError``; ``name``, ``description``, ``input_schema``,
+    ``output_schema``, ``annotations``, ``verb`` and ``kind`` are the tool's.
+    """
+
+    __slots__ = ("app", "tool")
+
+    def __init__(self, app: Fusion, tool: Tool) -> None:
+        self.app = app
+        self.tool = tool
+
+    @property
+    def name(self) -> str:
+        """The MCP tool name."""
+        return self.tool.name
+
+    @property
+    def description(self) -> str | None:
+        """What the tool does, for agents and people."""
+        return self.tool.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments."""
+        return self.tool.input_schema
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the structured result, if the tool declares one."""
+        return self.tool.output_schema
+
+    @property
+    def annotations(self) -> Mapping[str, bool]:
+        """MCP hints (``readOnlyHint``, ``destructiveHint``...)."""
+        return self.tool.annotations
+
+    @property
+    def verb(self) -> str:
+        """``action``, ``query`` or ``mutation``."""
+        return self.tool.verb
+
+    @property
+    def kind(self) -> str:
+        """``async``, ``async_gen``, ``sync`` or ``sync_gen``."""
+        return self.tool.kind
+
+    async def __call__(self, **arguments: Any) -> Any:
+        """Call the tool and return its response value (``ToolError`` on failure)."""
+        result = await self.app.call(self.tool.name, arguments)
+        return result.unwrap()
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.tool.name!r} ({self.tool.verb}, {self.tool.kind})>"
