@@ -12,6 +12,7 @@ calls of a tool that has abandoned threads get SERVER_BUSY.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -21,11 +22,12 @@ import anyio
 import anyio.to_thread
 
 from ._background import on_asyncio
-from ._errors import threads_busy
+from ._errors import Aborted, threads_busy
 from ._handlers import wait_through_cancel
 from ._signal import AbortSignal
 
 T = TypeVar("T")
+log = logging.getLogger("fusion_nb")
 
 
 class ThreadPool:
@@ -76,7 +78,9 @@ class ThreadPool:
         undo = signal.on_abort(abandon)
         self.running += 1
         try:
-            return await wait_through_cancel(anyio.to_thread.run_sync(func, limiter=self._limiter()), _nothing)
+            return await wait_through_cancel(
+                anyio.to_thread.run_sync(_reporting_late_errors(func, signal), limiter=self._limiter()), _nothing
+            )
         finally:
             self.running -= 1
             undo()
@@ -95,6 +99,22 @@ class ThreadPool:
             limiter = self._unbounded[backend] = anyio.CapacityLimiter(math.inf)
         return limiter
 
+
+
+def _reporting_late_errors(func: Callable[[], T], signal: AbortSignal) -> Callable[[], T]:
+    """``func`` with any error it raises after its call was aborted logged (nobody else will see it)."""
+
+    def body() -> T:
+        try:
+            return func()
+        except Aborted:
+            raise
+        except BaseException as exc:
+            if signal.aborted:
+                log.error("%s raised during its cleanup after an abort", signal.label, exc_info=exc)
+            raise
+
+    return body
 
 
 def _nothing() -> None:
