@@ -7,6 +7,7 @@ Run: ``.venv/bin/python benchmarks/engine.py [--calls N]``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import time
 import tracemalloc
@@ -37,6 +38,11 @@ def build_app() -> Fusion:
         for i in range(input.n):
             yield progress(i * 100 / input.n)
 
+    @app.f.action("sync_flood").with_integer("n").handle
+    def sync_flood(input, ctx):
+        for i in range(input.n):
+            yield progress(i * 100 / input.n)
+
     @app.f.action("stuck").handle
     async def stuck(input, ctx):
         try:
@@ -56,7 +62,20 @@ async def per_call(fn, n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-async def run(calls: int) -> list[tuple[str, str, str]]:
+async def in_task(fn) -> None:
+    """``fn()`` in a task of its own, awaited: what a detached call costs at the least."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fn)
+        return
+    await asyncio.create_task(fn())
+
+
+async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
     app = build_app()
     rows = []
     echo_handler, stream_handler = app.get("echo").handler, app.get("stream").handler
@@ -78,6 +97,12 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
     async def app_echo_inline():
         return await app.call("echo", {"text": "hi"}, inline=True)
 
+    async def bare_echo_in_task():
+        await in_task(bare_echo)
+
+    async def app_echo_detached():
+        return await app.start("echo", {"text": "hi"}).wait()
+
     for label, bare, full in (
         ("async function", bare_echo, app_echo),
         ("async generator, 3 progress", bare_stream, app_stream),
@@ -90,6 +115,19 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
         b, f = min(bare_t), min(full_t)
         rows.append((f"app.call, {label}", f"{f * 1e6:8.1f} us", f"{f / b:6.1f}x bare ({b * 1e6:.1f} us)"))
 
+    # The issue's two call rows: a detached call against the least a detached run costs
+    # (create_task + await of the bare handler), and an inline call in absolute time.
+    bare_t, full_t, inline_t = [], [], []
+    for _ in range(3):
+        bare_t.append(await per_call(bare_echo_in_task, calls))
+        full_t.append(await per_call(app_echo_detached, calls))
+        inline_t.append(await per_call(app_echo_inline, calls))
+    b, f = min(bare_t), min(full_t)
+    rows.append(
+        ("detached call (app.start + wait)", f"{f * 1e6:8.1f} us", f"{f / b:6.2f}x create_task ({b * 1e6:.1f} us)")
+    )
+    rows.append(("inline call (app.call inline=True)", f"{min(inline_t) * 1e6:8.1f} us", "target <= 5 us on asyncio"))
+
     flood_n = 100_000
     for label, listener in (("no listener", None), ("one listener", lambda e: None)):
         start = time.perf_counter()
@@ -99,6 +137,25 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
         rows.append(
             (f"100,000 progress yields, {label}", f"{total * 1e3:8.1f} ms", f"{total / flood_n * 1e9:6.0f} ns/yield")
         )
+
+    # A sync generator against iterating the same generator on the loop thread, in this run
+    sync_handler = app.get("sync_flood").handler
+    flood_input = app.get("sync_flood").input_model(n=sync_yields)
+    start = time.perf_counter()
+    for _ in sync_handler(flood_input, None):
+        pass
+    bare_total = time.perf_counter() - start
+    start = time.perf_counter()
+    result = await app.call("sync_flood", {"n": sync_yields}, on_progress=lambda e: None)
+    assert not result.is_error
+    total = time.perf_counter() - start
+    rows.append(
+        (
+            f"sync generator, {sync_yields:,} yields",
+            f"{total / sync_yields * 1e6:6.2f} us/yield",
+            f"{total / bare_total:4.1f}x bare loop ({bare_total / sync_yields * 1e6:.2f} us)",
+        )
+    )
 
     settle, unwind = [], []
     for _ in range(300):
@@ -137,9 +194,11 @@ async def run(calls: int) -> list[tuple[str, str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--sync-yields", type=int, default=100_000)
+    parser.add_argument("--backend", choices=("asyncio", "trio"), action="append")
     args = parser.parse_args()
-    for backend in ("asyncio", "trio"):
-        rows = anyio.run(run, args.calls, backend=backend)
+    for backend in args.backend or ("asyncio", "trio"):
+        rows = anyio.run(run, args.calls, args.sync_yields, backend=backend)
         print(f"\n## engine, {backend}\n")
         print(f"| {'measure':<44} | {'value':>14} | {'ratio / detail':<28} |")
         print(f"|{'-' * 46}|{'-' * 16}|{'-' * 30}|")

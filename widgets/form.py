@@ -7,7 +7,7 @@ from typing import Any
 import ipywidgets as w
 
 from fusion_nb.engine import InputRequest, InputResponse
-from fusion_nb.engine.ask import validate_form
+from fusion_nb.engine import validate_form
 
 from .fields import FieldInput, problems_for
 from .prompt import Prompt

@@ -1,12 +1,18 @@
-"""The pure engine: tools, calls, streaming and cancellation (anyio only)."""
+"""The pure engine: tools, calls, streaming and cancellation (anyio and pydantic only).
 
-from .app import Fusion
-from .ask import AskField, ask
-from .builder import BuilderFactory, ToolBuilder
-from .call import Call
-from .channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
-from .context import Context
-from .errors import (
+Every name other layers may use is re-exported here; the modules behind it are
+private (``_call``, ``_runner``...) and may change shape freely. See
+docs/architecture.md for the modules in import order and one call followed through.
+"""
+
+from ._app import EngineStats, Fusion
+from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
+from ._background import spawn
+from ._builder import BuilderFactory, ToolBuilder
+from ._call import FINAL_STATUSES, Call, CallStatus
+from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
+from ._context import Context
+from ._errors import (
     CANCELLED,
     ELICITATION_ROUNDS_EXCEEDED,
     ELICITATION_UNSUPPORTED,
@@ -19,17 +25,29 @@ from .errors import (
     Aborted,
     ToolError,
 )
-from .interactive import InputRequest, InputResponse, input_response, read_input, read_request_state, require_input
-from .result import CallResult
-from .signal import AbortSignal
-from .streaming import ProgressEvent, Respond, progress, respond
-from .tool import Tool
+from ._interactive import (
+    InputAction,
+    InputQuestion,
+    InputRequest,
+    InputResponse,
+    input_response,
+    read_input,
+    read_request_state,
+    require_input,
+)
+from ._middleware import Middleware
+from ._present import present
+from ._result import CallResult
+from ._signal import AbortSignal
+from ._streaming import ProgressEvent, Respond, progress, respond
+from ._tool import BoundTool, Tool
 
 __all__ = [
     "CANCELLED",
     "DEFER",
     "ELICITATION_ROUNDS_EXCEEDED",
     "ELICITATION_UNSUPPORTED",
+    "FINAL_STATUSES",
     "INTERNAL_ERROR",
     "INVALID_ANSWER",
     "INVALID_INPUT",
@@ -39,15 +57,21 @@ __all__ = [
     "AbortSignal",
     "Aborted",
     "AskField",
+    "BoundTool",
     "BuilderFactory",
     "Call",
     "CallResult",
+    "CallStatus",
     "Context",
     "DeferToClient",
+    "EngineStats",
     "Fusion",
+    "InputAction",
     "InputChannel",
+    "InputQuestion",
     "InputRequest",
     "InputResponse",
+    "Middleware",
     "NoChannel",
     "ProgressEvent",
     "Respond",
@@ -56,10 +80,15 @@ __all__ = [
     "ToolBuilder",
     "ToolError",
     "ask",
+    "fields_from_schema",
+    "form_schema",
     "input_response",
+    "present",
     "progress",
     "read_input",
     "read_request_state",
     "require_input",
     "respond",
+    "spawn",
+    "validate_form",
 ]

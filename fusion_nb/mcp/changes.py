@@ -23,7 +23,7 @@ import anyio
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 
-from ..engine.background import spawn
+from ..engine import spawn
 
 log = logging.getLogger("fusion_nb")
 

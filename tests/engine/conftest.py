@@ -10,11 +10,8 @@ from fusion_nb import Fusion
 
 def assert_nothing_left(app: Fusion) -> None:
     assert app.active_calls == [], f"calls still live: {app.active_calls}"
-    assert app.background_tasks == 0, "detached tasks still running"
-    for tool in app.tools:
-        for slots in (tool.slots, tool.serializer):
-            if slots is not None:
-                assert slots.idle, f"{slots} still held"
+    stats = app.stats()
+    assert stats.idle, f"the app still holds something: {stats}"
 
 
 @pytest.fixture

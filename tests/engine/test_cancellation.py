@@ -11,6 +11,11 @@ from fusion_nb.engine import CANCELLED, TIMEOUT, Aborted
 pytestmark = pytest.mark.anyio
 
 
+def own_call(ctx):
+    """The call a handler or middleware runs in, found through the public API."""
+    return next(call for call in ctx.app.active_calls if call.id == ctx.call_id)
+
+
 async def wait_ignoring_cancellation(event):
     """A handler that refuses to stop: on trio a shield holds off the cancelled scope;
     on asyncio the call's task gets a single CancelledError, which this swallows."""
@@ -125,32 +130,43 @@ async def test_a_handler_that_swallows_cancellation_still_gives_cancelled_at_onc
     assert call.result is result
 
 
-async def test_reaper_releases_slots_when_cleanup_outlives_the_grace_period(app):
+async def test_grace_reports_an_overdue_cleanup_once_and_never_interrupts_it(app, caplog):
+    """One rule on both backends: after grace a warning, the cleanup runs on, the slots stay held."""
     app.grace = 0.05
-    entered, release = anyio.Event(), anyio.Event()
+    entered, release, finished = anyio.Event(), anyio.Event(), []
 
     @app.f.mutation("hog").concurrency(1).handle
     async def hog(input, ctx):
         entered.set()
-        await wait_ignoring_cancellation(release)
-        return "done"
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await release.wait()
+            finished.append(True)
 
     first = app.start("hog")
     await entered.wait()
     first.cancel()
-    tool = app.get("hog")
+    assert first.result.error.code == CANCELLED  # answered at once
     with anyio.fail_after(5):
-        while not tool.slots.idle:  # released by the reaper after the grace period
+        while "still cleaning up" not in caplog.text:
             await anyio.sleep(0.01)
-    assert tool.serializer.idle
+    assert app.stats().slots_active == 2  # concurrency slot and serializer: the body has not stopped
+    busy = await app.call("hog")
+    assert busy.error.code == "SERVER_BUSY"
     release.set()
+    assert await app.wait_background(5)
+    assert finished == [True]
+    assert caplog.text.count("still cleaning up") == 1
+    assert app.stats().idle
 
 
 async def test_middleware_gate_stops_an_aborted_call_before_the_handler(app):
     ran = []
 
     async def aborts_then_continues(ctx, call_next):
-        ctx._call.cancel()  # e.g. the client cancelled while middleware was working
+        own_call(ctx).cancel()  # e.g. the client cancelled while middleware was working
         return await call_next()
 
     @app.f.action("gated").use(aborts_then_continues).handle
@@ -169,7 +185,7 @@ async def test_gate_between_every_middleware_stage(app):
         async def middleware(ctx, call_next):
             order.append(name)
             if abort:
-                ctx._call.cancel()
+                own_call(ctx).cancel()
             return await call_next()
 
         return middleware
@@ -288,9 +304,11 @@ async def test_progress_after_abort_is_dropped(app):
         try:
             await anyio.sleep_forever()
         finally:
-            ctx._call.offer_progress(progress(99))  # what a late yield would do
+            calls[0].report(progress(99))  # what a late yield would do
 
+    calls = []
     call = app.start("late", on_progress=events.append)
+    calls.append(call)
     await entered.wait()
     call.cancel()
     await call.wait()

@@ -16,7 +16,7 @@ from fusion_nb.engine import (
     DeferToClient,
     InputChannel,
 )
-from fusion_nb.engine.ask import form_schema
+from fusion_nb.engine import form_schema
 
 pytestmark = pytest.mark.anyio
 

@@ -85,7 +85,7 @@ def test_wire_results_are_valid_sdk_results():
     from fusion_mcp_testapp import PNG
 
     from fusion_nb import CallResult, ToolError
-    from fusion_nb.engine.present import present
+    from fusion_nb.engine import present
     from fusion_nb.mcp.convert import result_to_wire
 
     error = CallResult.failure(ToolError("X", "It failed."))

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .middleware import Middleware
-from .schema import _MISSING, InputFields, enum_annotation, strict_model
+from ._middleware import Middleware
+from ._schema import _MISSING, InputFields, enum_annotation, strict_model
+from ._tool import BoundTool, Tool
 
 if TYPE_CHECKING:
-    from .app import Fusion
-    from .tool import Tool
+    from ._app import Fusion
 
 _VERB_HINTS = {
     "action": {},
@@ -45,9 +45,11 @@ class ToolBuilder:
 
     @property
     def name(self) -> str:
+        """The MCP name of the tool being built."""
         return self._name
 
     def describe(self, text: str) -> ToolBuilder:
+        """What the tool does, for agents choosing it (default: the handler's docstring)."""
         self._description = inspect.cleandoc(text)
         return self
 
@@ -62,21 +64,25 @@ class ToolBuilder:
     def with_string(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
+        """A string argument ``key``; ``optional=True`` makes it default to ``None``."""
         return self._field(key, str, description, default, optional)
 
     def with_number(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
+        """A number argument (finite: NaN and infinities are refused)."""
         return self._field(key, float, description, default, optional)
 
     def with_integer(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
+        """An integer argument (``1.5`` is refused, ``2.0`` accepted as 2)."""
         return self._field(key, int, description, default, optional)
 
     def with_boolean(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
+        """A boolean argument."""
         return self._field(key, bool, description, default, optional)
 
     def with_enum(
@@ -88,73 +94,83 @@ class ToolBuilder:
         default: Any = _MISSING,
         optional: bool = False,
     ) -> ToolBuilder:
+        """An argument that must be one of ``values``."""
         return self._field(key, enum_annotation(list(values)), description, default, optional)
 
     def with_model(self, model: type[BaseModel]) -> ToolBuilder:
+        """Take the whole input from a pydantic model (unknown keys refused unless it says otherwise)."""
         if self._fields.definitions:
             raise ValueError(f'tool "{self._name}" already has with_* fields; use either fields or one model')
         self._model = strict_model(model)
         return self
 
     def returns(self, model: type[BaseModel]) -> ToolBuilder:
+        """Declare the output model: an output schema, and structured content checked against it."""
         self._returns = model
         return self
 
     def read_only(self, value: bool = True) -> ToolBuilder:
+        """MCP hint: the tool does not change its environment."""
         self._annotations["readOnlyHint"] = value
         return self
 
     def destructive(self, value: bool = True) -> ToolBuilder:
+        """MCP hint: the tool may destroy or overwrite data."""
         self._annotations["destructiveHint"] = value
         return self
 
     def idempotent(self, value: bool = True) -> ToolBuilder:
+        """MCP hint: calling again with the same arguments has no further effect."""
         self._annotations["idempotentHint"] = value
         return self
 
     def open_world(self, value: bool = True) -> ToolBuilder:
+        """MCP hint: the tool reaches outside systems (the web, other services)."""
         self._annotations["openWorldHint"] = value
         return self
 
     def interactive(self) -> ToolBuilder:
+        """Mark the tool as one that may ask for input (hosts may show it differently)."""
         self._interactive = True
         return self
 
     def use(self, middleware: Middleware) -> ToolBuilder:
+        """Add middleware for this tool only (inside the app's, in the order added)."""
         self._middleware.append(middleware)
         return self
 
     def concurrency(self, max_active: int, max_queue: int = 0) -> ToolBuilder:
+        """At most ``max_active`` bodies at once, ``max_queue`` waiting (FIFO); more get SERVER_BUSY."""
         if max_active < 1 or max_queue < 0:
             raise ValueError("concurrency needs max_active >= 1 and max_queue >= 0")
         self._concurrency = (int(max_active), int(max_queue))
         return self
 
     def timeout(self, seconds: float) -> ToolBuilder:
+        """Abort a call with TIMEOUT after ``seconds`` (queueing and input rounds included)."""
         if not seconds > 0:
             raise ValueError("a timeout must be a positive number of seconds")
         self._timeout = float(seconds)
         return self
 
     def max_rounds(self, rounds: int) -> ToolBuilder:
+        """The most input rounds one call may ask for (default: the app's ``max_rounds``)."""
         if rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self._max_rounds = int(rounds)
         return self
 
     def present(self, fn: Callable[[Any], Any]) -> ToolBuilder:
+        """Turn the response value into what the default presenter shows (for every handler kind)."""
         self._presenter = fn
         return self
 
-    def handle(self, fn: Callable[..., Any]) -> Tool:
-        """Register ``fn(input, ctx)`` as the handler; returns the ``Tool`` (a decorator too)."""
-        from .tool import Tool
-
+    def handle(self, fn: Callable[..., Any]) -> BoundTool:
+        """Register ``fn(input, ctx)`` as the handler; returns the callable tool (a decorator too)."""
         description = self._description
         if description is None and fn.__doc__:
             description = inspect.cleandoc(fn.__doc__)
         tool = Tool(
-            self._app,
             name=self._name,
             verb=self._verb,
             description=description,
@@ -162,7 +178,7 @@ class ToolBuilder:
             input_model=self._model or self._fields.build(self._name),
             output_model=self._returns,
             annotations=dict(self._annotations),
-            middleware=list(self._middleware),
+            middleware=tuple(self._middleware),
             presenter=self._presenter,
             interactive=self._interactive,
             timeout=self._timeout,
@@ -170,7 +186,7 @@ class ToolBuilder:
             concurrency=self._concurrency,
         )
         self._app.register(tool)
-        return tool
+        return BoundTool(self._app, tool)
 
     def __repr__(self) -> str:
         return f"<ToolBuilder {self._verb} {self._name!r}>"
@@ -183,10 +199,13 @@ class BuilderFactory:
         self._app = app
 
     def action(self, name: str) -> ToolBuilder:
+        """A tool with no hint about its effects."""
         return ToolBuilder(self._app, "action", name)
 
     def query(self, name: str) -> ToolBuilder:
+        """A read-only tool (``readOnlyHint``)."""
         return ToolBuilder(self._app, "query", name)
 
     def mutation(self, name: str) -> ToolBuilder:
+        """A destructive tool (``destructiveHint``) whose calls run one at a time, FIFO."""
         return ToolBuilder(self._app, "mutation", name)

@@ -5,13 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ToolError
+from ._errors import ELICITATION_UNSUPPORTED, ToolError
 
 
 @dataclass(slots=True)
 class CallResult:
     """``value`` is the handler's response; ``content`` and ``structured_content`` are
-    what an MCP client receives; ``error`` is set when ``is_error``."""
+    what an MCP client receives; ``error`` is set when ``is_error``.
+
+    For an unexpected exception, ``error`` is an INTERNAL_ERROR that names only the
+    exception's class and ``error_id`` (the log holds the traceback under that id);
+    ``exception`` keeps the exception itself for the host process (the notebook shows
+    the person their own traceback). Neither is ever sent to a client.
+    """
 
     value: Any = None
     content: list[dict[str, Any]] = field(default_factory=list)
@@ -21,14 +27,21 @@ class CallResult:
     #: set when the call ended waiting for a client that answers by calling again:
     #: ``{"request": InputRequest, "continuation": {...}}`` (see ``interactive``)
     input_required: dict[str, Any] | None = None
+    error_id: str | None = None
+    exception: BaseException | None = field(default=None, repr=False)
 
     @classmethod
-    def failure(cls, error: ToolError) -> CallResult:
+    def failure(
+        cls, error: ToolError, *, exception: BaseException | None = None, error_id: str | None = None
+    ) -> CallResult:
+        """An error result whose text and structured content carry ``error``."""
         return cls(
             content=[{"type": "text", "text": str(error)}],
             structured_content={"error": error.to_dict()},
             is_error=True,
             error=error,
+            error_id=error_id,
+            exception=exception,
         )
 
     def unwrap(self) -> Any:
@@ -36,5 +49,5 @@ class CallResult:
         if self.error is not None:
             raise self.error
         if self.input_required is not None:
-            raise ToolError("ELICITATION_UNSUPPORTED", "The call is waiting for input that only its client can give.")
+            raise ToolError(ELICITATION_UNSUPPORTED, "The call is waiting for input that only its client can give.")
         return self.value

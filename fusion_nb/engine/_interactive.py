@@ -12,13 +12,27 @@ import contextvars
 import hashlib
 import ipaddress
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from .ask import AskField, form_schema
+from ._ask import AskField, fields_from_schema, form_schema, validate_form
+from ._errors import INVALID_INPUT, ToolError, bad_action, invalid_answer
+from ._signal import AbortSignal
 
-ACCEPT, DECLINE, CANCEL, MISSING = "accept", "decline", "cancel", "missing"
+
+class InputAction(StrEnum):
+    """How a person (or client) answered an input request; ``MISSING``: never asked."""
+
+    ACCEPT = "accept"
+    DECLINE = "decline"
+    CANCEL = "cancel"
+    MISSING = "missing"
+
+
+ACCEPT, DECLINE, CANCEL, MISSING = InputAction.ACCEPT, InputAction.DECLINE, InputAction.CANCEL, InputAction.MISSING
 ACTIONS = (ACCEPT, DECLINE, CANCEL)
 
 
@@ -52,9 +66,30 @@ class InputResponse:
     content: dict[str, Any] | None = None
     value: Any = None
 
+    def __post_init__(self) -> None:
+        if self.action in InputAction.__members__.values() and type(self.action) is not InputAction:
+            object.__setattr__(self, "action", InputAction(self.action))
+
     @property
     def accepted(self) -> bool:
         return self.action == ACCEPT
+
+
+@dataclass(frozen=True, slots=True)
+class InputQuestion:
+    """What an input channel is asked: one request of one call, and how to know it was dropped.
+
+    A channel sees this, never the call itself (as a transport sees a request, not its
+    client). ``problems`` is non-empty when the previous answer was refused and the
+    channel may ask again (``InputChannel.can_reask``); ``signal`` is aborted when the
+    call is, so a channel waiting for a person can take its form down.
+    """
+
+    request: InputRequest
+    tool: str
+    call_id: str
+    signal: AbortSignal
+    problems: tuple[str, ...] = ()
 
 
 class _RequireInput:
@@ -127,19 +162,19 @@ class Rounds:
         self.state = request.state
 
 
-_rounds: contextvars.ContextVar[Rounds | None] = contextvars.ContextVar("fusion_nb_rounds", default=None)
+current_rounds: contextvars.ContextVar[Rounds | None] = contextvars.ContextVar("fusion_nb_rounds", default=None)
 
 
 def read_input(key: str) -> Any:
     """The accepted answer for ``key`` from an earlier round of this call, else ``None``."""
-    rounds = _rounds.get()
+    rounds = current_rounds.get()
     answer = rounds.answers.get(key) if rounds is not None else None
     return answer["value"] if answer is not None and answer["action"] == ACCEPT else None
 
 
 def input_response(key: str) -> InputResponse:
     """The full answer for ``key``: its action (``missing`` if never asked) and content."""
-    rounds = _rounds.get()
+    rounds = current_rounds.get()
     answer = rounds.answers.get(key) if rounds is not None else None
     if answer is None:
         return InputResponse(MISSING)
@@ -148,7 +183,7 @@ def input_response(key: str) -> InputResponse:
 
 def read_request_state() -> Any:
     """The ``state`` the previous round's request carried, as the same JSON value."""
-    rounds = _rounds.get()
+    rounds = current_rounds.get()
     return rounds.state if rounds is not None else None
 
 
@@ -178,3 +213,51 @@ def continuation(tool: str, args: Any, rounds: Rounds, pending: InputRequest) ->
             "state": pending.state,
         },
     }
+
+
+def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Rounds, InputRequest]:
+    """Rebuild a call's rounds and pending request from its continuation, or refuse it."""
+    try:
+        foreign = resume.get("tool") != tool_name or resume.get("args") != arguments_digest(args)
+        pending = resume["pending"]
+        rounds = Rounds(int(resume["round"]), dict(resume["answers"]), resume.get("state"))
+        schema = pending.get("schema")
+        request = InputRequest(
+            pending["kind"],
+            pending["message"],
+            fields=fields_from_schema(schema) if schema else None,
+            url=pending.get("url"),
+            state=pending.get("state"),
+            key=pending["key"],
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        foreign = True
+    if foreign:
+        raise ToolError(
+            INVALID_INPUT,
+            f'The request state sent to tool "{tool_name}" does not belong to this call '
+            "(another tool or other arguments).",
+            recovery="Start the call again without a request state.",
+        )
+    return rounds, request
+
+
+class Reask(Exception):
+    """An answer was refused and the channel can ask again, showing ``problems``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+
+
+def checked_answer(tool_name: str, request: InputRequest, response: InputResponse, can_reask: bool) -> InputResponse:
+    """The answer validated against its form: ``Reask`` or ``INVALID_ANSWER`` when it does not fit."""
+    if response.action not in ACTIONS:
+        raise bad_action(tool_name, response.action)
+    if response.action != ACCEPT or request.fields is None:
+        return response
+    content, problems = validate_form(request.fields, response.content)
+    if not problems:
+        return InputResponse(ACCEPT, content)
+    if can_reask:
+        raise Reask(problems)
+    raise invalid_answer(tool_name, problems)

@@ -13,10 +13,12 @@ from collections import deque
 
 import anyio
 
-from .errors import SERVER_BUSY, ToolError
+from ._errors import server_busy
 
 
 class Slots:
+    """``max_active`` slots handed out FIFO, with at most ``max_queue`` waiters (``None``: no bound)."""
+
     __slots__ = ("active", "max_active", "max_queue", "name", "waiters")
 
     def __init__(self, name: str, max_active: int = 1, max_queue: int | None = None) -> None:
@@ -32,6 +34,7 @@ class Slots:
 
     @property
     def queued(self) -> int:
+        """How many wait for a slot."""
         return len(self.waiters)
 
     def reserve(self) -> anyio.Event | None:
@@ -44,13 +47,7 @@ class Slots:
             self.active += 1
             return None
         if self.max_queue is not None and len(self.waiters) >= self.max_queue:
-            raise ToolError(
-                SERVER_BUSY,
-                f'Tool "{self.name}" is at capacity ({self.active} active, {len(self.waiters)} queued).',
-                recovery="Retry after a short delay, or make fewer concurrent calls to this tool.",
-                details={"active": self.active, "queued": len(self.waiters)},
-                retry_after=1,
-            )
+            raise server_busy(self.name, self.active, len(self.waiters))
         turn = anyio.Event()
         self.waiters.append(turn)
         return turn
@@ -74,6 +71,7 @@ class Slots:
             raise
 
     def release(self) -> None:
+        """Give a slot back: straight to the first waiter, else back to the pool."""
         if self.waiters:
             self.waiters.popleft().set()  # hand over: ``active`` is unchanged
         else:
@@ -81,6 +79,7 @@ class Slots:
 
     @property
     def idle(self) -> bool:
+        """No slot taken and nobody waiting."""
         return self.active == 0 and not self.waiters
 
     def __repr__(self) -> str:

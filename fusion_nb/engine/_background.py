@@ -15,10 +15,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 log = logging.getLogger("fusion_nb")
 
 
 def on_asyncio() -> bool:
+    """Whether the running loop is asyncio's (else trio's: the only other backend served)."""
     try:
         asyncio.get_running_loop()  # raises under trio (and outside any loop)
     except RuntimeError:
@@ -26,8 +29,30 @@ def on_asyncio() -> bool:
     return True
 
 
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the running backend's cancellation exception."""
+    if isinstance(exc, asyncio.CancelledError):
+        return True
+    return type(exc).__name__ == "Cancelled" and type(exc).__module__.startswith("trio")
+
+
+def is_foreign_cancellation(exc: BaseException) -> bool:
+    """A ``CancelledError`` that nobody asked this task for: an awaited future was cancelled elsewhere.
+
+    asyncio lets a coroutine that awaits a cancelled future or task see its
+    ``CancelledError``; the task itself was not cancelled (``cancelling()`` is 0).
+    anyio's ``CancelScope.__exit__`` makes the same distinction. On trio a
+    cancellation always belongs to a scope, so it is never foreign.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
+
+
 class Detached:
     """Handle of one detached task: ``cancel()`` it, see whether it is ``done``."""
+
 
     __slots__ = ("_on_done", "_scope", "_task", "done")
 
@@ -38,6 +63,7 @@ class Detached:
         self._on_done: Callable[[], None] | None = None
 
     def cancel(self) -> None:
+        """Cancel the task once, the backend's way (it may still clean up)."""
         if self.done:
             return
         if self._task is not None:
@@ -88,12 +114,49 @@ async def _guarded(fn: Callable[[], Awaitable[Any]], name: str) -> None:
     try:
         await fn()
     except BaseException as exc:
-        if _is_cancellation(exc):
+        if is_cancellation(exc):
             raise
         log.exception("fusion-nb background task %s failed", name)
 
 
-def _is_cancellation(exc: BaseException) -> bool:
-    if isinstance(exc, asyncio.CancelledError):
-        return True
-    return type(exc).__name__ == "Cancelled" and type(exc).__module__.startswith("trio")
+class Workers:
+    """The detached tasks of one app, counted until they end, with a shared idle event.
+
+    ``background_tasks`` and ``wait_background`` read it; the calls' runners spawn
+    through it, so nothing of a call can outlive the count.
+    """
+
+    __slots__ = ("_idle", "_tasks")
+
+    def __init__(self) -> None:
+        self._tasks: set[Detached] = set()
+        self._idle: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:
+        """Start ``fn`` detached (see ``spawn``); it is counted until it has finished."""
+        handle: Detached
+
+        def finished() -> None:
+            self._tasks.discard(handle)
+            if on_done is not None:
+                on_done()
+            if not self._tasks and self._idle is not None:
+                self._idle.set()
+
+        handle = spawn(fn, name=name, on_done=finished)
+        if not handle.done:
+            self._tasks.add(handle)
+        return handle
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no detached task runs; False on timeout. Any number of waiters may wait."""
+        with anyio.move_on_after(timeout):
+            while self._tasks:
+                if self._idle is None or self._idle.is_set():
+                    self._idle = anyio.Event()  # shared by every waiter until it is set
+                await self._idle.wait()
+            return True
+        return False

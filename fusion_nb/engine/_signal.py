@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import anyio
 
-from .errors import Aborted
+from ._errors import Aborted
+
+log = logging.getLogger("fusion_nb")
 
 
 class AbortSignal:
     """One-shot abort flag with an awaitable event and callbacks.
 
     ``aborted`` is a plain attribute, so worker threads may poll it cheaply.
-    ``abort`` must be called on the event loop thread.
+    ``abort`` must be called on the event loop thread. A callback that raises is
+    logged (naming ``label``, e.g. the call it belongs to) and never stops the others
+    or the abort itself.
     """
 
-    __slots__ = ("_callbacks", "_event", "aborted", "reason")
+    __slots__ = ("_callbacks", "_event", "aborted", "label", "reason")
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "") -> None:
         self.aborted = False
         self.reason: str | None = None
+        #: who owns the signal, for log records (``call 7 of tool "sync"``)
+        self.label = label
         self._event: anyio.Event | None = None
         self._callbacks: list[Callable[[str], None]] = []
 
@@ -34,13 +41,13 @@ class AbortSignal:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback(reason)
+            self._run(callback, reason)
         return True
 
     def on_abort(self, callback: Callable[[str], None]) -> Callable[[], None]:
         """Run ``callback(reason)`` on abort (at once if already aborted); returns an undo."""
         if self.aborted:
-            callback(self.reason or "")
+            self._run(callback, self.reason or "")
             return _noop
         self._callbacks.append(callback)
 
@@ -52,6 +59,12 @@ class AbortSignal:
 
         return remove
 
+    def _run(self, callback: Callable[[str], None], reason: str) -> None:
+        try:
+            callback(reason)
+        except Exception:
+            log.exception("fusion-nb: an abort callback of %s failed", self.label or "a signal")
+
     async def wait(self) -> str:
         """Wait until aborted; returns the reason."""
         if not self.aborted:
@@ -61,6 +74,7 @@ class AbortSignal:
         return self.reason or ""
 
     def raise_if_aborted(self) -> None:
+        """Raise ``Aborted`` if the call was aborted: a cheap checkpoint for handlers and threads."""
         if self.aborted:
             raise Aborted(self.reason or "")
 

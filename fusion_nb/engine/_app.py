@@ -1,0 +1,305 @@
+"""``Fusion``: a registry of tools plus the engine that runs their calls."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._background import Workers
+from ._builder import BuilderFactory
+from ._call import Call
+from ._channel import InputChannel, NoChannel, ScriptedAnswers, as_response
+from ._errors import ToolError, internal_error, new_error_id, unknown_tool
+from ._interactive import CANCEL, InputRequest, InputResponse, Rounds, restore
+from ._middleware import Middleware
+from ._result import CallResult
+from ._runner import Runner, RunSettings, ToolPlan
+from ._schema import validate_input
+from ._streaming import ProgressEvent
+from ._threads import ThreadPool
+from ._tool import Tool
+
+log = logging.getLogger("fusion_nb")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """A snapshot of what an app holds; every field is 0 when it is idle.
+
+    ``slots_active``/``slots_queued`` sum every tool's concurrency limit and mutation
+    serializer; ``threads_abandoned`` counts sync bodies still running for calls that
+    were already aborted.
+    """
+
+    active_calls: int
+    background_tasks: int
+    slots_active: int
+    slots_queued: int
+    threads_running: int
+    threads_abandoned: int
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing of any call remains."""
+        return not any(
+            (
+                self.active_calls,
+                self.background_tasks,
+                self.slots_active,
+                self.slots_queued,
+                self.threads_running,
+                self.threads_abandoned,
+            )
+        )
+
+
+class Fusion:
+    """An app: ``app.f`` builds tools, ``await app.call(name, args)`` runs them.
+
+    Options: ``middleware`` (app-wide, outermost; ``use`` adds more and recomposes
+    every tool), ``context_factory(request_info)`` returning a dict merged into
+    ``ctx.state``, ``grace`` (seconds after which an aborted call's unfinished cleanup
+    is reported, and ``aclose`` stops waiting), ``max_rounds`` (input rounds per
+    call), ``input_channel`` (who answers input requests when a call names nobody)
+    and ``max_abandoned_threads`` (sync bodies left running by aborted calls before
+    their tools refuse new calls).
+    """
+
+    def __init__(
+        self,
+        name: str = "fusion-nb",
+        *,
+        version: str = "0.1.0",
+        instructions: str | None = None,
+        middleware: Iterable[Middleware] = (),
+        context_factory: Callable[[Any], Mapping[str, Any]] | None = None,
+        grace: float = 5.0,
+        max_rounds: int = 8,
+        input_channel: InputChannel | None = None,
+        max_abandoned_threads: int = 4,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.context_factory = context_factory
+        self.grace = grace
+        self.max_rounds = max_rounds
+        #: who answers input requests when a call names no channel (none: fail fast)
+        self.input_channel: InputChannel = input_channel or NoChannel()
+        #: the builder factory: ``app.f.action("name")...handle(fn)``
+        self.f = BuilderFactory(self)
+        self._middleware: tuple[Middleware, ...] = tuple(middleware)
+        self._plans: dict[str, ToolPlan] = {}
+        self._calls: dict[str, Call] = {}
+        self._workers = Workers()
+        self._threads = ThreadPool(max_abandoned_threads)
+        self._ids = itertools.count(1)
+        self._registry_listeners: list[Callable[[], None]] = []
+        self._call_listeners: list[Callable[[Call], None]] = []
+
+    # -- registry --------------------------------------------------------------------
+    @property
+    def tools(self) -> list[Tool]:
+        """The registered tools, in registration order."""
+        return [plan.tool for plan in self._plans.values()]
+
+    def get(self, name: str) -> Tool | None:
+        """The tool registered as ``name``, or ``None``."""
+        plan = self._plans.get(name)
+        return plan.tool if plan is not None else None
+
+    def register(self, tool: Tool) -> Tool:
+        """Add ``tool``, replacing any tool of the same name; listeners hear of the change.
+
+        Calls already running keep the limits of the registration they started under.
+        """
+        self._plans.pop(tool.name, None)  # a replaced tool moves to the end, like a new one
+        self._plans[tool.name] = ToolPlan(tool, self._middleware)
+        self._registry_changed()
+        return tool
+
+    def remove(self, name: str) -> bool:
+        """Unregister ``name``; False if there was no such tool."""
+        if self._plans.pop(name, None) is None:
+            return False
+        self._registry_changed()
+        return True
+
+    @property
+    def middleware(self) -> tuple[Middleware, ...]:
+        """The app-wide middleware, outermost first (read-only: add with ``use``)."""
+        return self._middleware
+
+    def use(self, middleware: Middleware) -> Fusion:
+        """Add app-wide middleware (innermost of the app's); every registered tool is recomposed.
+
+        Calls already running finish with the chain they started with.
+        """
+        self._middleware = (*self._middleware, middleware)
+        for plan in self._plans.values():
+            plan.compose(self._middleware)
+        return self
+
+    def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """``listener()`` hears of every registration and removal; returns an unsubscribe function."""
+        self._registry_listeners.append(listener)
+        return lambda: self._registry_listeners.remove(listener) if listener in self._registry_listeners else None
+
+    def on_call(self, listener: Callable[[Call], None]) -> Callable[[], None]:
+        """``listener(call)`` hears of every call that starts running (activity views).
+
+        A listener that raises is logged with the call id; the call runs regardless.
+        """
+        self._call_listeners.append(listener)
+        return lambda: self._call_listeners.remove(listener) if listener in self._call_listeners else None
+
+    def _registry_changed(self) -> None:
+        for listener in list(self._registry_listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("fusion-nb: a tools-changed listener of app %r failed", self.name)
+
+    # -- calls -----------------------------------------------------------------------
+    def start(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        request_info: Any = None,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
+        channel: InputChannel | None = None,
+        resume: Mapping[str, Any] | None = None,
+        response: Any = None,
+        inline: bool = False,
+    ) -> Call:
+        """Start a call and return its handle at once (it may already be settled).
+
+        ``inline=True`` defers the run to the first ``await call.wait()``, which runs
+        it in that task (cheaper: no detached worker); until then the call holds no
+        slot and is not active. An abort from elsewhere is then answered once the
+        handler has unwound. Tools with a timeout and sync tools always run detached.
+
+        ``answers`` scripts the answers to input requests; ``channel`` is a
+        transport's own input channel. ``resume`` is a continuation from an earlier
+        input-required result and ``response`` the client's answer to its request.
+        """
+        call_id = str(next(self._ids))
+        plan = self._plans.get(name)
+        if plan is None:
+            return Call.failed(call_id, None, name, unknown_tool(name, self._plans))
+        tool = plan.tool
+        rounds, resumed = Rounds(), None
+        try:
+            value = validate_input(name, tool.input_model, args)
+            if resume is not None:
+                rounds, pending = restore(tool.name, args, resume)
+                resumed = (pending, as_response(pending, response) or InputResponse(CANCEL))
+            state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
+        except ToolError as error:
+            return Call.failed(call_id, tool, name, error)
+        except Exception as exc:  # a context factory (or answer) that fails is the host's bug
+            error_id = new_error_id()
+            log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
+            return Call.failed(call_id, tool, name, internal_error(name, exc, error_id))
+        if answers is not None:
+            channel = ScriptedAnswers(answers)
+        runner = Runner(
+            call_id,
+            plan,
+            self._settings(),
+            app=self,
+            args=args,
+            value=value,
+            state=state,
+            channel=channel if channel is not None else self.input_channel,
+            rounds=rounds,
+            resume=resumed,
+            on_progress=on_progress,
+        )
+        if inline and tool.timeout is None and not tool.runs_in_thread:
+            runner.defer_inline()
+        else:
+            runner.start_detached()
+        return runner.call
+
+    async def call(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
+        **options: Any,
+    ) -> CallResult:
+        """Run a call to its result; cancelling the awaiting task aborts it (see ``start``)."""
+        return await self.start(name, args, on_progress=on_progress, answers=answers, **options).wait()
+
+    def _settings(self) -> RunSettings:
+        return RunSettings(
+            workers=self._workers,
+            threads=self._threads,
+            grace=self.grace,
+            max_rounds=self.max_rounds,
+            register=self._register_call,
+            forget=self._forget_call,
+            announce=self._announce_call,
+        )
+
+    def _register_call(self, call: Call) -> None:
+        self._calls[call.id] = call
+
+    def _forget_call(self, call: Call) -> None:
+        self._calls.pop(call.id, None)
+
+    def _announce_call(self, call: Call) -> None:
+        for listener in list(self._call_listeners):
+            try:
+                listener(call)
+            except Exception:
+                log.exception("fusion-nb: an on_call listener failed for call %s (tool %s)", call.id, call.tool_name)
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def active_calls(self) -> list[Call]:
+        """Calls that started and have not settled."""
+        return list(self._calls.values())
+
+    @property
+    def background_tasks(self) -> int:
+        """Detached tasks still running (call workers and cleanup watches); 0 when fully idle."""
+        return len(self._workers)
+
+    def stats(self) -> EngineStats:
+        """What the app holds right now (tests, leak checks, activity views)."""
+        limits = [slots for plan in self._plans.values() for slots in plan.limits]
+        return EngineStats(
+            active_calls=len(self._calls),
+            background_tasks=len(self._workers),
+            slots_active=sum(slots.active for slots in limits),
+            slots_queued=sum(slots.queued for slots in limits),
+            threads_running=self._threads.running,
+            threads_abandoned=self._threads.abandoned_total,
+        )
+
+    @property
+    def idle(self) -> bool:
+        """True when no call, task, slot or thread of this app remains (see ``stats``)."""
+        return self.stats().idle
+
+    async def aclose(self) -> None:
+        """Abort every live call and wait (up to ``grace``) for their cleanup."""
+        for call in self.active_calls:
+            call.cancel()
+        await self.wait_background(self.grace)
+
+    async def wait_background(self, timeout: float | None = None) -> bool:
+        """Wait until no detached task runs; returns False on timeout."""
+        return await self._workers.wait_idle(timeout)
+
+    def __repr__(self) -> str:
+        return f"<Fusion {self.name!r} tools={len(self._plans)}>"

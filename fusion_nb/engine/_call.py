@@ -1,0 +1,215 @@
+"""The handle of one call: its status, its progress and the result it settles with.
+
+A ``Call`` is what callers and views hold. It settles exactly once; its runner
+(``_runner.Runner``) drives it through ``mark``, ``report`` and ``settle`` and is
+told by ``cancel`` to stop. Nothing else writes to a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+
+from ._errors import CANCELLED, TIMEOUT, ToolError, abort_error
+from ._interactive import InputRequest
+from ._result import CallResult
+from ._signal import AbortSignal
+from ._streaming import ProgressEvent
+
+if TYPE_CHECKING:
+    from ._tool import Tool
+
+log = logging.getLogger("fusion_nb")
+
+
+class CallStatus(StrEnum):
+    """Where a call is. The last four are final; a settled call never changes again."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"  # for input (a form, a URL visit, a client's answer)
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"
+
+
+FINAL_STATUSES = frozenset({CallStatus.DONE, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.TIMED_OUT})
+
+
+class Driver(Protocol):
+    """What a call needs from whoever runs it (its runner)."""
+
+    @property
+    def pending_inline(self) -> bool: ...
+
+    async def run_inline(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class Call:
+    """Handle of one call: ``await call.wait()``, ``call.cancel()``, ``call.status``.
+
+    Listeners added with ``watch(fn)`` get ``fn(call)`` after every status or
+    progress change (views read the call; they coalesce as they like). A listener
+    that raises is logged with the call id and never affects the call.
+    """
+
+    __slots__ = (
+        "_driver",
+        "_last_percent",
+        "_listeners",
+        "_on_progress",
+        "_on_settle",
+        "_settled",
+        "id",
+        "progress",
+        "request",
+        "result",
+        "signal",
+        "started_at",
+        "status",
+        "tool",
+        "tool_name",
+    )
+
+    def __init__(
+        self,
+        call_id: str,
+        tool: Tool | None,
+        *,
+        tool_name: str | None = None,
+        driver: Driver | None = None,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        on_settle: Callable[[Call], None] | None = None,
+        result: CallResult | None = None,
+    ) -> None:
+        self.id = call_id
+        #: the tool called (``None`` when no tool has that name)
+        self.tool = tool
+        self.tool_name: str = tool.name if tool is not None else (tool_name or "?")
+        self.signal = AbortSignal(label=f'call {call_id} of tool "{self.tool_name}"')
+        #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
+        self.started_at = time.monotonic()
+        self.status = CallStatus.QUEUED if result is None else CallStatus.FAILED
+        self.progress: ProgressEvent | None = None
+        self.result: CallResult | None = result
+        #: the input request being answered right now (views render it)
+        self.request: InputRequest | None = None
+        self._driver = driver
+        self._on_progress = on_progress
+        self._on_settle = on_settle
+        self._listeners: list[Callable[[Call], None]] = []
+        self._settled: anyio.Event | None = None  # made when somebody waits
+        self._last_percent = -1.0
+
+    @classmethod
+    def failed(cls, call_id: str, tool: Tool | None, tool_name: str, error: ToolError) -> Call:
+        """A call refused before it ran (unknown tool, invalid input): settled FAILED already."""
+        return cls(call_id, tool, tool_name=tool_name, result=CallResult.failure(error))
+
+    # -- observing -------------------------------------------------------------------
+    @property
+    def settled(self) -> bool:
+        """True once the call has its result (it never changes afterwards)."""
+        return self.result is not None
+
+    def watch(self, listener: Callable[[Call], None]) -> Callable[[], None]:
+        """Call ``listener(call)`` after every change; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):  # listeners may unsubscribe while notified
+            try:
+                listener(self)
+            except Exception:
+                log.exception("fusion-nb: a listener of call %s (tool %s) failed", self.id, self.tool_name)
+
+    # -- driven by the runner ----------------------------------------------------------
+    def mark(self, status: CallStatus, request: InputRequest | None = None) -> None:
+        """Move a live call to ``status`` (RUNNING or WAITING, with the request it waits on)."""
+        if self.result is None and (status != self.status or request is not self.request):
+            self.status = status
+            self.request = request
+            if self._listeners:
+                self._notify()
+
+    def report(self, event: ProgressEvent) -> None:
+        """Forward progress that does not go backwards (equal values pass: a new message)."""
+        percent = event.percent
+        if self.result is not None or percent < self._last_percent or percent != percent:
+            return
+        self._last_percent = percent
+        self.progress = event
+        if self._on_progress is not None:
+            try:
+                self._on_progress(event)
+            except Exception:
+                log.exception("fusion-nb: the progress listener of call %s (tool %s) failed", self.id, self.tool_name)
+        if self._listeners:
+            self._notify()
+
+    def settle(self, result: CallResult, status: CallStatus) -> bool:
+        """Give the call its result, once; later attempts return False and change nothing."""
+        if self.result is not None:
+            return False
+        self.result = result
+        self.status = status
+        self.request = None
+        self._driver = None  # (the runner points at the call; no cycle outlives settling)
+        if self._settled is not None:
+            self._settled.set()
+        if self._on_settle is not None:
+            try:
+                self._on_settle(self)
+            except Exception:
+                log.exception("fusion-nb: settling call %s (tool %s) failed", self.id, self.tool_name)
+        self._notify()
+        return True
+
+    # -- waiting and aborting ----------------------------------------------------------
+    async def wait(self) -> CallResult:
+        """The result; cancelling the task that waits aborts the call."""
+        driver = self._driver
+        if self.result is None:
+            try:
+                if driver is not None and driver.pending_inline:
+                    await driver.run_inline()
+                if self.result is None:
+                    if self._settled is None:
+                        self._settled = anyio.Event()
+                    await self._settled.wait()
+            except BaseException:
+                self.cancel(CANCELLED)
+                raise
+        result = self.result
+        if result is None:  # pragma: no cover - run_inline always settles
+            raise RuntimeError(f"call {self.id} ended without a result")
+        return result
+
+    def cancel(self, reason: str = CANCELLED) -> bool:
+        """Abort the call: it settles now; its handler is cancelled and cleans up in the background.
+
+        ``reason`` is ``CANCELLED`` or ``TIMEOUT``. Returns False if it had settled already.
+        """
+        if self.result is not None:
+            return False
+        driver = self._driver
+        self.signal.abort(reason)
+        timeout = self.tool.timeout if self.tool is not None else None
+        status = CallStatus.TIMED_OUT if reason == TIMEOUT else CallStatus.CANCELLED
+        self.settle(CallResult.failure(abort_error(self.tool_name, reason, timeout)), status)
+        if driver is not None:
+            driver.abort()
+        return True
+
+    # -- showing -----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Call {self.id} {self.tool_name} {self.status}>"

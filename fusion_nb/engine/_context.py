@@ -1,0 +1,34 @@
+"""What a handler receives besides its input."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._signal import AbortSignal
+
+if TYPE_CHECKING:
+    from ._app import Fusion
+    from ._tool import Tool
+
+
+class Context:
+    """Per-call context: the abort ``signal``, ids, and a ``state`` dict middleware may enrich.
+
+    ``ctx.signal.aborted`` is how a body that runs in a thread notices an abort;
+    ``ctx.state`` starts with what the app's ``context_factory`` returned.
+    """
+
+    __slots__ = ("app", "call_id", "input", "signal", "state", "tool")
+
+    def __init__(
+        self, call_id: str, tool: Tool, app: Fusion, signal: AbortSignal, state: dict[str, Any], input: Any
+    ) -> None:
+        self.call_id = call_id
+        self.tool = tool
+        self.app = app
+        self.signal = signal
+        self.state = state
+        self.input = input
+
+    def __repr__(self) -> str:
+        return f"<Context {self.tool.name} call={self.call_id}>"

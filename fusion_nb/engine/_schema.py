@@ -1,0 +1,385 @@
+"""Tool input: the pydantic model built from builder fields, and bounded one-sentence validation errors.
+
+Whatever a client sends, the INVALID_INPUT answer is one sentence of at most
+``MAX_MESSAGE`` characters: one clause per bad field (field, what was expected, what
+was sent), every name and value shown truncated, and "... and N more fields" when
+the clauses do not fit. A client controls the field names and values it sends, so
+nothing it sent is ever echoed unbounded.
+
+Numbers: JSON has no NaN or Infinity and the input schema's ``"type": "number"``
+cannot promise them, so they are refused. Built models and ``with_model`` models get
+``allow_inf_nan=False`` in their config (unless the author set it); that config
+does not reach models nested inside them, so validated input that contains nested
+models is checked once more by a walk over it (``_non_finite``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import reprlib
+import types
+import typing
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._errors import INVALID_INPUT, ToolError
+
+_MISSING: Any = ...
+
+#: the whole INVALID_INPUT message is at most this long
+MAX_MESSAGE = 1024
+#: at most this many pydantic errors are read (the rest are only counted)
+_MAX_ERRORS_READ = 100
+_MAX_NAME = 40  # one field-name part, as shown
+_MAX_PATH = 100  # a whole dotted field path, as shown
+_MAX_VALUE = 60  # a sent value's repr, as shown
+_MAX_EXPECTED = 160  # what was expected, as shown
+_MAX_KNOWN = 200  # the known-fields hint
+_FINITE = "a finite number (NaN and Infinity are not accepted)"
+
+
+class InputFields:
+    """Collects ``with_*`` fields in order and builds the strict input model once."""
+
+    def __init__(self) -> None:
+        self.definitions: dict[str, Any] = {}  # name -> (annotation, FieldInfo)
+
+    def add(
+        self, key: str, annotation: Any, description: str | None, *, default: Any = _MISSING, optional: bool = False
+    ) -> None:
+        """Add one field; names are identifiers and unique, ``optional`` makes it nullable with default None."""
+        if not key.isidentifier():
+            raise ValueError(f"field name {key!r} must be a Python identifier")
+        if key in self.definitions:
+            raise ValueError(f"field {key!r} is defined twice")
+        if optional and default is _MISSING:
+            annotation, default = annotation | None, None
+        self.definitions[key] = (annotation, Field(default, description=description))
+
+    def build(self, tool_name: str) -> type[BaseModel]:
+        """The input model: unknown keys and non-finite numbers are refused."""
+        name = "".join(part.title() for part in tool_name.replace("-", "_").replace(".", "_").split("_")) + "Input"
+        config = ConfigDict(extra="forbid", allow_inf_nan=False)
+        model: type[BaseModel] = pydantic.create_model(name, __config__=config, **self.definitions)
+        return model
+
+
+def enum_annotation(values: list[Any]) -> Any:
+    """The annotation of a ``with_enum`` field: a ``Literal`` of its values."""
+    if not values:
+        raise ValueError("an enum needs at least one value")
+    return Literal[tuple(values)]
+
+
+def strict_model(model: type[BaseModel]) -> type[BaseModel]:
+    """The user's model, refusing unknown keys and NaN/Infinity unless its config says otherwise.
+
+    A subclass carries the stricter config (the handler still receives an instance
+    of the user's class); a model that already sets both options is used as is.
+    """
+    config = model.model_config
+    overrides: dict[str, Any] = {}
+    if config.get("extra") is None:
+        overrides["extra"] = "forbid"
+    if config.get("allow_inf_nan") is None:
+        overrides["allow_inf_nan"] = False
+    if not overrides:
+        return model
+    return type(
+        model.__name__,
+        (model,),
+        {"model_config": ConfigDict(**{**config, **overrides}), "__module__": model.__module__},  # type: ignore[typeddict-item]
+    )
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema clients see: the model's, without its title, always with ``properties``."""
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def validate_input(tool_name: str, model: type[BaseModel], args: Any) -> BaseModel:
+    """Validate ``args`` or raise ``INVALID_INPUT`` naming the bad fields in one bounded sentence."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ToolError(
+            INVALID_INPUT,
+            f'Invalid input for tool "{_clip(tool_name, 80)}": expected an object of named arguments, '
+            f"got {_shown(args)}.",
+            recovery="Send the arguments as a JSON object.",
+        )
+    try:
+        value = model.model_validate(args)
+    except pydantic.ValidationError as exc:
+        errors = exc.errors(include_url=False)[:_MAX_ERRORS_READ]
+        problems = describe_problems(errors, model)
+        unread = max(0, exc.error_count() - len(errors))
+        raise invalid_input(tool_name, problems, unread) from None
+    if _needs_finite_walk(model):
+        problems = [f'field "{_path(loc)}" expected {_FINITE}, got {_shown(bad)}' for loc, bad in _non_finite(value)]
+        if problems:
+            raise invalid_input(tool_name, problems, 0)
+    return value
+
+
+def invalid_input(tool_name: str, problems: list[str], unread: int = 0) -> ToolError:
+    """The INVALID_INPUT error: as many clauses as fit in ``MAX_MESSAGE``, then how many more.
+
+    ``details["errors"]`` holds exactly the clauses the message shows, so it is bounded
+    like the message; ``details["more_errors"]`` counts the rest when there are any.
+    """
+    head = f'Invalid input for tool "{_clip(tool_name, 80)}": '
+    reserve = len("; ... and 99999999 more fields.")
+    shown: list[str] = []
+    length = len(head)
+    for problem in problems:
+        extra = len(problem) + (2 if shown else 0)
+        if shown and length + extra + reserve > MAX_MESSAGE:
+            break
+        if not shown and length + extra + reserve > MAX_MESSAGE:  # one clause always shows, clipped
+            problem = _clip(problem, MAX_MESSAGE - length - reserve)
+            extra = len(problem)
+        shown.append(problem)
+        length += extra
+    more = len(problems) - len(shown) + unread
+    text = head + "; ".join(shown)
+    if more:
+        text += f"; ... and {more} more field{'s' if more != 1 else ''}"
+    details: dict[str, Any] = {"errors": shown}
+    if more:
+        details["more_errors"] = more
+    return ToolError(
+        INVALID_INPUT,
+        text + ".",
+        recovery="Fix the named fields and call again; the tool's input schema lists every field.",
+        details=details,
+    )
+
+
+def describe_problems(errors: list[Any], model: type[BaseModel] | None = None) -> list[str]:
+    """One clause per field for pydantic ``errors`` (a union's alternatives merge into one clause)."""
+    merged: dict[tuple[str, str], list[Any]] = {}
+    for error in errors:
+        loc = _without_union_tags(tuple(error.get("loc", ())))
+        kind = error.get("type")
+        key = (_path(loc), "extra" if kind == "extra_forbidden" else "missing" if kind == "missing" else "value")
+        merged.setdefault(key, []).append({**error, "loc": loc})
+    problems, hinted = [], False
+    for group in merged.values():
+        first = group[0]
+        if first.get("type") == "extra_forbidden":
+            problems.append(_describe_extra(first, model if not hinted else None))
+            hinted = True
+        elif len(group) == 1:
+            problems.append(describe_problem(first, model))
+        else:
+            alternatives = list(dict.fromkeys(_expected(error) for error in group))
+            expected = _clip(" or ".join(alternatives), _MAX_EXPECTED)
+            problems.append(f'field "{_path(first["loc"])}" expected {expected}, got {_shown(first.get("input"))}')
+    return problems
+
+
+def describe_problem(error: Any, model: type[BaseModel] | None = None) -> str:
+    """One clause for one pydantic error: the field, what was expected, what was sent."""
+    field = _path(tuple(error.get("loc", ())))
+    kind = error.get("type")
+    if kind == "missing":
+        return f'field "{field}" is required but was not sent'
+    if kind == "extra_forbidden":
+        return _describe_extra(error, model)
+    if kind in ("value_error", "assertion_error"):
+        reason = str(error.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        return (
+            f'field "{field}" is invalid ({_clip(_oneline(reason), _MAX_EXPECTED)}), got {_shown(error.get("input"))}'
+        )
+    return f'field "{field}" expected {_expected(error)}, got {_shown(error.get("input"))}'
+
+
+def _describe_extra(error: Any, model: type[BaseModel] | None) -> str:
+    field = _path(tuple(error.get("loc", ())))
+    known = _known_fields(model) if model is not None else ""
+    suffix = f" (known fields: {known})" if known else ""
+    return f'field "{field}" is not accepted{suffix}, got {_shown(error.get("input"))}'
+
+
+def _known_fields(model: type[BaseModel]) -> str:
+    names = [field.alias or name for name, field in model.model_fields.items()]
+    text = ""
+    for index, name in enumerate(names):
+        part = (", " if text else "") + _name(name)
+        if len(text) + len(part) > _MAX_KNOWN:
+            return f"{text}, ... ({len(names) - index} more)"
+        text += part
+    return text
+
+
+_PHRASES = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing_size": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": _FINITE,
+    "bool_type": "a boolean (true or false)",
+    "bool_parsing": "a boolean (true or false)",
+    "string_type": "a string",
+    "string_unicode": "a string",
+    "bytes_type": "a string",
+    "none_required": "null",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "dict_type": "an object",
+    "dataclass_type": "an object",
+    "typed_dict_type": "an object",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "set_type": "a list",
+    "frozen_set_type": "a list",
+    "iterable_type": "a list",
+}
+_BOUNDS = {
+    "greater_than": ("gt", "a value greater than {}"),
+    "greater_than_equal": ("ge", "at least {}"),
+    "less_than": ("lt", "a value less than {}"),
+    "less_than_equal": ("le", "at most {}"),
+    "multiple_of": ("multiple_of", "a multiple of {}"),
+    "string_too_short": ("min_length", "a string of at least {} characters"),
+    "string_too_long": ("max_length", "a string of at most {} characters"),
+    "too_short": ("min_length", "at least {} items"),
+    "too_long": ("max_length", "at most {} items"),
+    "literal_error": ("expected", "{}"),
+    "enum": ("expected", "{}"),
+    "string_pattern_mismatch": ("pattern", "a string matching the pattern {!r}"),
+}
+
+
+def _expected(error: Any) -> str:
+    """What the field expected, in words, bounded (pydantic's message only as the last resort)."""
+    kind = error.get("type")
+    phrase = _PHRASES.get(kind)
+    if phrase is not None:
+        return phrase
+    bound = _BOUNDS.get(kind)
+    context = error.get("ctx") or {}
+    if bound is not None and bound[0] in context:
+        return _clip(_oneline(bound[1].format(context[bound[0]])), _MAX_EXPECTED)
+    message = _oneline(str(error.get("msg", "")))
+    if message.startswith("Input should be "):
+        message = message.removeprefix("Input should be ").split(", ")[0]
+    else:
+        message = f"a valid value ({message[:1].lower()}{message[1:]})"
+    return _clip(message, _MAX_EXPECTED)
+
+
+#: labels pydantic puts in ``loc`` for the alternatives of a union (``int | str`` -> "int", "str")
+_UNION_TAG = re.compile(
+    r"(int|float|str|bool|bytes|none|decimal|date|datetime|time|timedelta|uuid|url|any|"
+    r"list|dict|set|frozenset|tuple|literal|function-\w+|json-or-python|tagged-union|nullable)(\[.*\])?",
+    re.DOTALL,
+)
+
+
+def _without_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # the first part is always a top-level field name, never a tag
+    return loc[:1] + tuple(part for part in loc[1:] if not (isinstance(part, str) and _UNION_TAG.fullmatch(part)))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    """``("route", "legs", 2, "km")`` -> ``route.legs[2].km``, every name clipped, the whole bounded."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + _name(str(part))
+    return _clip(text, _MAX_PATH) or "(input)"
+
+
+def _name(name: str) -> str:
+    """A field name as shown inside double quotes: clipped, quotes and control characters escaped."""
+    return json.dumps(_clip(name, _MAX_NAME), ensure_ascii=False)[1:-1]
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = _MAX_VALUE + 10
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = _repr.maxfrozenset = 6
+_repr.maxlevel = 3
+_repr.maxlong = 40
+
+
+def _shown(value: Any) -> str:
+    """A sent value as ``repr (type)``; computing it costs the same whatever the value's size."""
+    try:
+        text = _repr.repr(value)
+    except Exception:
+        text = "..."
+    return f"{_clip(_oneline(text), _MAX_VALUE)} ({_clip(type(value).__name__, _MAX_NAME)})"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split()) if ("\n" in text or "\r" in text) else text
+
+
+# -- NaN and Infinity inside nested models ---------------------------------------------
+
+_WALK_NEEDED: weakref.WeakKeyDictionary[type[BaseModel], bool] = weakref.WeakKeyDictionary()
+_SCALARS = (str, int, float, bool, bytes, type(None))
+
+
+def _needs_finite_walk(model: type[BaseModel]) -> bool:
+    """Whether validated input of ``model`` may hold floats its own config did not check."""
+    needed = _WALK_NEEDED.get(model)
+    if needed is None:
+        needed = model.model_config.get("allow_inf_nan") is False and not all(
+            _config_covers(field.annotation) for field in model.model_fields.values()
+        )
+        _WALK_NEEDED[model] = needed
+    return needed
+
+
+def _config_covers(annotation: Any) -> bool:
+    """Whether every float in ``annotation`` is validated under the enclosing model's own config."""
+    if annotation in _SCALARS:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin in (typing.Union, types.UnionType, list, tuple, set, frozenset, dict, Mapping):
+        return all(arg is Ellipsis or _config_covers(arg) for arg in typing.get_args(annotation))
+    return False  # nested models, dataclasses, Any, anything else: walk
+
+
+def _non_finite(value: Any) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """Where validated input holds NaN or Infinity (models that explicitly allow them are skipped)."""
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:
+        loc, item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                yield loc, item
+        elif isinstance(item, BaseModel):
+            if item.model_config.get("allow_inf_nan") is True and loc:
+                continue
+            fields = type(item).model_fields
+            children = [((*loc, field.alias or name), getattr(item, name, None)) for name, field in fields.items()]
+            stack.extend(reversed(children))  # popped in field order
+        elif isinstance(item, dict):
+            stack.extend(reversed([((*loc, str(key)), child) for key, child in item.items()]))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed([((*loc, index), child) for index, child in enumerate(item)]))
+        elif isinstance(item, (set, frozenset)):
+            stack.extend((loc, child) for child in item)

@@ -1,0 +1,122 @@
+"""A tool as clients see it: an immutable description, with no reference to any app.
+
+What runs it (its composed middleware chain, its concurrency slots and mutation
+serializer) belongs to the app it is registered in (``_runner.ToolPlan``); the
+callable handle an author gets back from ``handle(fn)`` is a ``BoundTool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from ._handlers import handler_kind
+from ._middleware import Middleware
+from ._schema import input_schema
+
+if TYPE_CHECKING:
+    from ._app import Fusion
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """One tool: ``name``, ``description``, schemas and ``annotations`` (what MCP lists), and
+    how it runs (``handler`` and its ``kind``, middleware, presenter, limits).
+
+    ``verb`` is ``action``, ``query`` or ``mutation``; ``kind`` is ``async``,
+    ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
+    max_queue)`` or ``None``. Build tools with the builder (``app.f``), not by hand.
+    """
+
+    name: str
+    verb: str
+    description: str | None
+    handler: Callable[..., Any]
+    input_model: type[BaseModel]
+    output_model: type[BaseModel] | None = None
+    annotations: Mapping[str, bool] = field(default_factory=dict)
+    middleware: tuple[Middleware, ...] = ()
+    presenter: Callable[[Any], Any] | None = None
+    interactive: bool = False
+    timeout: float | None = None
+    max_rounds: int | None = None
+    concurrency: tuple[int, int] | None = None
+    kind: str = field(init=False)
+    input_schema: dict[str, Any] = field(init=False, repr=False)
+    output_schema: dict[str, Any] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", handler_kind(self.handler))
+        object.__setattr__(self, "input_schema", input_schema(self.input_model))
+        output = self.output_model.model_json_schema() if self.output_model is not None else None
+        object.__setattr__(self, "output_schema", output)
+        object.__setattr__(self, "annotations", dict(self.annotations))
+
+    @property
+    def runs_in_thread(self) -> bool:
+        """Whether the body runs in a worker thread (plain ``def`` handlers)."""
+        return self.kind in ("sync", "sync_gen")
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r} ({self.verb}, {self.kind})>"
+
+
+class BoundTool:
+    """What ``handle(fn)`` returns: the tool, callable through the app it was registered in.
+
+    ``await report(quarter="2026Q3")`` runs a call and returns its response value or
+    raises ``ToolError``; ``name``, ``description``, ``input_schema``,
+    ``output_schema``, ``annotations``, ``verb`` and ``kind`` are the tool's.
+    """
+
+    __slots__ = ("app", "tool")
+
+    def __init__(self, app: Fusion, tool: Tool) -> None:
+        self.app = app
+        self.tool = tool
+
+    @property
+    def name(self) -> str:
+        """The MCP tool name."""
+        return self.tool.name
+
+    @property
+    def description(self) -> str | None:
+        """What the tool does, for agents and people."""
+        return self.tool.description
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments."""
+        return self.tool.input_schema
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the structured result, if the tool declares one."""
+        return self.tool.output_schema
+
+    @property
+    def annotations(self) -> Mapping[str, bool]:
+        """MCP hints (``readOnlyHint``, ``destructiveHint``...)."""
+        return self.tool.annotations
+
+    @property
+    def verb(self) -> str:
+        """``action``, ``query`` or ``mutation``."""
+        return self.tool.verb
+
+    @property
+    def kind(self) -> str:
+        """``async``, ``async_gen``, ``sync`` or ``sync_gen``."""
+        return self.tool.kind
+
+    async def __call__(self, **arguments: Any) -> Any:
+        """Call the tool and return its response value (``ToolError`` on failure)."""
+        result = await self.app.call(self.tool.name, arguments)
+        return result.unwrap()
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.tool.name!r} ({self.tool.verb}, {self.tool.kind})>"
