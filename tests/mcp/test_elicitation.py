@@ -145,7 +145,8 @@ async def test_a_bad_request_state_is_refused_in_one_sentence(how):
         refused = await retry(client, state, args)
     assert refused.is_error
     assert refused.content[0].text.startswith(
-        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call.'
+        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, '
+        "has expired, or belongs to another call."
     )
 
 

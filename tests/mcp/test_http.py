@@ -5,67 +5,23 @@ asyncio only: uvicorn runs on asyncio.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import itertools
 import json
 
 import anyio
 import httpx
 import pytest
 from fusion_mcp_testapp import make_app
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from http_serving import INIT, JSON_HEADERS, serve
 
 from fusion_nb.mcp import http_app
-from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
 pytestmark = pytest.mark.anyio
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
-JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-class Served:
-    def __init__(self, url, token, app, probe):
-        self.url, self.token, self.app, self.probe = url, token, app, probe
-
-    def headers(self, **extra):
-        return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
-
-    @contextlib.asynccontextmanager
-    async def client(self, mode="auto", token=None, **options):
-        headers = {"Authorization": f"Bearer {token or self.token}"}
-        async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
-                yield client
-
-
-@contextlib.asynccontextmanager
-async def serve(**options):
-    app, probe = make_app("mcp-http-test")
-    asgi = http_app(app, **options)
-    sock = listening_socket()
-    port = sock.getsockname()[1]
-    server = in_loop_server(asgi)
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe)
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-        await app.aclose()
 
 
 @pytest.fixture
@@ -137,7 +93,7 @@ async def test_authorised_call_with_progress(served, mode):
         failed = await client.call_tool("boom", {})
     assert result.structured_content == {"result": "over http"}
     assert noisy.content[0].text == "done"
-    assert seen and seen[-1] == 100 and all(a < b for a, b in zip(seen, seen[1:]))
+    assert seen and seen[-1] == 100 and all(a < b for a, b in itertools.pairwise(seen))
     assert who.structured_content["http"] is True
     assert who.structured_content["token_client"] == "fusion-nb-client"
     assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED]")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import mcp_types as types
 import pytest
@@ -70,7 +72,7 @@ async def test_progress_arrives_with_a_token_and_ends_at_100(app_probe, era):
     assert result.content[0].text == "done"
     assert seen, "no progress notification arrived"
     assert seen[-1] == 100
-    assert all(a < b for a, b in zip(seen, seen[1:])), f"progress not strictly increasing: {seen}"
+    assert all(a < b for a, b in itertools.pairwise(seen)), f"progress not strictly increasing: {seen}"
 
 
 # the 2026 direct path has no wire to observe; test_progress_unit checks that no pump is allocated there
@@ -123,7 +125,7 @@ async def test_flood_with_default_interval_stays_increasing(app_probe, era):
         await client.call_tool("flood", {}, progress_callback=on_progress)
     assert seen[-1] == 100
     assert len(seen) < 1000
-    assert all(a < b for a, b in zip(seen, seen[1:]))
+    assert all(a < b for a, b in itertools.pairwise(seen))
 
 
 async def test_cancelling_the_client_call_aborts_the_engine_call(app_probe, era):

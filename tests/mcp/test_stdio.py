@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ async def test_list_call_progress_and_errors(era):
         assert noisy.content[0].text == "done"
         failed = await client.call_tool("boom", {})
         invalid = await client.call_tool("echo", {})
-    assert seen and seen[-1] == 100 and all(a < b for a, b in zip(seen, seen[1:]))
+    assert seen and seen[-1] == 100 and all(a < b for a, b in itertools.pairwise(seen))
     assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED] The daily quota is used up.")
     assert invalid.is_error and invalid.content[0].text.startswith("[INVALID_INPUT]")
 
