@@ -34,7 +34,7 @@ from mcp.server.lowlevel.server import Server
 from pydantic import BaseModel
 
 from fusion_nb import Fusion
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
 
 
 class EchoOut(BaseModel):
@@ -52,7 +52,7 @@ def fusion_server() -> Server[Any]:
     async def echo(input, ctx):
         return EchoOut(result=input.text)
 
-    return build_server(app)
+    return mcp_server(app)
 
 
 def bare_server(*, otel: bool) -> Server[Any]:

@@ -14,9 +14,9 @@ from .engine import Fusion as EngineFusion
 class Fusion(EngineFusion):
     def mcp_server(self, **options: Any) -> Any:
         """The SDK's low-level ``Server`` serving this app (in-memory ``mcp.Client``, stdio, HTTP)."""
-        from .mcp import build_server
+        from .mcp import mcp_server
 
-        return build_server(self, **options)
+        return mcp_server(self, **options)
 
     def http_app(self, **options: Any) -> Any:
         """The Streamable HTTP ASGI app (token, DNS-rebinding and size checks; see ``fusion_nb.mcp.http_app``)."""

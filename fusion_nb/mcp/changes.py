@@ -24,6 +24,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 
 from ..engine.background import spawn
+from ._sdk import on_connection_close
 
 log = logging.getLogger("fusion_nb")
 
@@ -73,10 +74,7 @@ class ToolsChangedNotifier:
         """``notifications/initialized`` handler: remember the connection until it closes."""
         session: ServerSession = ctx.session
         self._sessions.add(session)
-        # The SDK unwinds a connection's exit stack when it closes; it has no public accessor.
-        connection = getattr(session, "_connection", None)
-        if connection is not None:
-            connection.exit_stack.callback(self._sessions.discard, session)
+        on_connection_close(session, lambda: self._sessions.discard(session))
 
     def changed(self) -> None:
         """Registry listener: publish to listen streams now, to sessions from a detached task."""

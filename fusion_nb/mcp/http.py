@@ -13,20 +13,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
 from ..engine import Fusion
-from .server import build_server
+from .server import mcp_server
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+INSPECTOR_VERSION = "2.12.0"
+"""The MCP Inspector release printed in ready-to-paste commands; tests/interop pins and runs the same one."""
 
 
 class StaticTokenVerifier:
@@ -81,7 +88,7 @@ def http_app(
     per-request). Each call builds a fresh server: the SDK's session manager
     runs once per app.
     """
-    server = build_server(
+    server = mcp_server(
         app,
         progress_interval=progress_interval,
         telemetry=telemetry,
@@ -107,4 +114,30 @@ def http_app(
     )
     asgi.state.token = token if auth else None
     asgi.state.server = server
+    asgi.state.server_mode = _server_mode(json_response=json_response, stateless=stateless)
     return asgi
+
+
+def _server_mode(*, json_response: bool, stateless: bool) -> str | None:
+    """The words naming a mode that leaves 2025-era calls no back channel (refusals quote them)."""
+    modes = [
+        *(["answers with single JSON responses (json_response=True)"] if json_response else []),
+        *(["keeps no 2025-11-25 sessions (stateless=True)"] if stateless else []),
+    ]
+    return " and ".join(modes) or None
+
+
+@contextlib.asynccontextmanager
+async def connect(url: str, token: str | None = None, *, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+    """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
+
+    ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
+    2026-07-28; ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The
+    HTTP client has the SDK's own defaults (30 s, 300 s reads for long streams).
+    """
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from mcp.server.context import ServerRequestContext
 
 from ..engine import ProgressEvent
+from ._sdk import direct_progress_requested
 
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
@@ -62,16 +64,14 @@ class ProgressPump:
                 await self._closing.wait()
 
 
-def wants_progress(ctx: Any) -> bool:
+def wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the request asked for progress (so nothing is allocated when it did not).
 
     Stream and HTTP transports carry a progress token in ``_meta``. The 2026
     in-process direct path has no token: the caller's callback rides the dispatch
-    context instead, which the SDK exposes no public accessor for.
+    context instead, which only ``_sdk`` may look at.
     """
     meta = ctx.meta
     if meta and meta.get("progress_token") is not None:
         return True
-    outbound = getattr(ctx.session, "_request_outbound", None)
-    outbound = getattr(outbound, "_inner", outbound)
-    return getattr(outbound, "_on_progress", None) is not None
+    return direct_progress_requested(ctx.session)

@@ -1,4 +1,4 @@
-"""``build_server(app)``: the SDK's low-level ``Server`` serving a Fusion app.
+"""``mcp_server(app)``: the SDK's low-level ``Server`` serving a Fusion app.
 
 Handlers only translate: ``tools/list`` describes the registry, ``tools/call`` starts an
 engine call and waits for it. Cancellation needs no code here: when the SDK cancels
@@ -22,7 +22,15 @@ from mcp.server.models import InitializationOptions
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
-from .elicitation import StateSeal, channel_for, input_required, is_modern, refused_state, resumption
+from .elicitation import (
+    channel_for,
+    input_required,
+    is_modern,
+    refused_request_state,
+    refused_state,
+    resumption,
+    state_middleware,
+)
 from .progress import ProgressPump, wants_progress
 
 
@@ -78,7 +86,7 @@ class FusionServer(Server[Any]):
         )
 
 
-def build_server(
+def mcp_server(
     app: Fusion,
     *,
     progress_interval: float = 0.05,
@@ -112,18 +120,16 @@ def build_server(
         return tool.input_schema if tool is not None else None
 
     start = app.start
-    seal = StateSeal(app.name, keys=request_state_keys, ttl=request_state_ttl)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
+        # A requestState here is plaintext: the SDK's RequestStateBoundary (middleware) unsealed and checked it.
         info = RequestInfo(ctx) if app.context_factory is not None else None
-        resume = response = binding = None
+        resume = response = None
         if params.request_state:
-            opened = seal.open(ctx)
-            if opened is None:
-                return refused_state(params.name)
-            plaintext, binding = opened
-            resume, response = resumption(params, plaintext)
+            resume, response = resumption(params, params.request_state)
+        elif refused_request_state.get():
+            return refused_state(params.name)
         options = {
             "request_info": info,
             "channel": channel_for(ctx),
@@ -147,7 +153,7 @@ def build_server(
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
         if result.input_required is not None:
-            return seal.close(ctx, input_required(result.input_required), binding)
+            return input_required(result.input_required)  # sealed on its way out by the boundary
         tool = call.tool
         return result_to_wire(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx)
@@ -161,8 +167,9 @@ def build_server(
         on_call_tool=call_tool,
         get_tool_input_schema=input_schema,
     )
-    if not telemetry:
-        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
+    defaults = list(server.middleware) if telemetry else []
+    server.middleware = [*defaults, *state_middleware(app.name, keys=request_state_keys, ttl=request_state_ttl)]
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier

@@ -15,12 +15,12 @@ from typing import Any
 from mcp.server.stdio import stdio_server
 
 from ..engine import Fusion
-from .server import build_server
+from .server import mcp_server
 
 
 async def serve_stdio(app: Fusion, **options: Any) -> None:
     """Serve ``app`` on this process's stdin/stdout until the client closes it (both eras)."""
-    server = build_server(app, **options)
+    server = mcp_server(app, **options)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
