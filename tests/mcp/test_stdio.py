@@ -1,30 +1,28 @@
-"""The app served over stdio by a real subprocess (``python -u -m fusion_nb.mcp.stdio``), both eras."""
+"""The app served over stdio by a real subprocess (the ``stdio_command`` fixture), both eras.
+
+The SDK client covers the protocol; raw pipes cover how the process ends: a client
+closing stdin or no longer reading stdout ends it with exit 0, at most one log
+line, and the running handler's cleanup done.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import sys
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
+
+from fusion_nb.mcp.stdio import PipeLines
 
 pytestmark = pytest.mark.anyio
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 MODES = {"2025-stdio": "legacy", "2026-stdio": "auto"}
-
-
-def stdio_client(era: str, **options) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-u", "-m", "fusion_nb.mcp.stdio", "stdio_app:app"],
-        env={"PYTHONPATH": f"{HERE}:{REPO}"},
-        cwd=str(REPO),
-    )
-    return Client(params, mode=MODES[era], **options)
 
 
 @pytest.fixture(params=list(MODES))
@@ -32,7 +30,15 @@ def era(request):
     return request.param
 
 
-async def test_list_call_progress_and_errors(era):
+@pytest.fixture
+def stdio_client(stdio_command):
+    def connect(era: str, **options) -> Client:
+        return Client(stdio_command.params(), mode=MODES[era], **options)
+
+    return connect
+
+
+async def test_list_call_progress_and_errors(era, stdio_client):
     seen: list[float] = []
 
     async def on_progress(value, total, message):
@@ -54,7 +60,7 @@ async def test_list_call_progress_and_errors(era):
     assert invalid.is_error and invalid.content[0].text.startswith("[INVALID_INPUT]")
 
 
-async def test_cancelling_the_call_runs_the_handlers_cleanup(era):
+async def test_cancelling_the_call_runs_the_handlers_cleanup(era, stdio_client):
     entered = anyio.Event()
 
     async def on_progress(value, total, message):
@@ -72,7 +78,7 @@ async def test_cancelling_the_call_runs_the_handlers_cleanup(era):
     assert cleaned.content[0].text == "cleaned"
 
 
-async def test_refund_flow_and_unsupported_elicitation(era):
+async def test_refund_flow_and_unsupported_elicitation(era, stdio_client):
     from mcp import types
 
     async def approve(context, params):
@@ -84,3 +90,115 @@ async def test_refund_flow_and_unsupported_elicitation(era):
     async with stdio_client(era) as client:
         refused = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert refused.is_error and refused.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+LINGER = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "linger", "arguments": {}}}
+LINGER["params"]["_meta"] = {"progressToken": "linger"}  # type: ignore[index]
+ECHO = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
+
+
+class RawServer:
+    """The stdio server process driven over its raw pipes, as a careless client would.
+
+    Its stdout is a pipe this test owns (``stop_reading`` closes the read end for real,
+    which closing a subprocess stream wrapper does not promise on every backend).
+    """
+
+    def __init__(self, process: anyio.abc.Process, stdout_fd: int) -> None:
+        self.process = process
+        self.stdout_fd = stdout_fd
+        os.set_blocking(stdout_fd, False)
+        self.lines = PipeLines(stdout_fd)
+
+    def stop_reading(self) -> None:
+        os.close(self.stdout_fd)
+
+    async def send(self, message: dict) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def receive(self) -> dict:
+        return json.loads(await self.lines.__anext__())
+
+    async def start_linger(self) -> None:
+        """Handshake, then start ``linger`` and wait until its handler runs (its first progress)."""
+        await self.send(INITIALIZE)
+        assert (await self.receive())["id"] == 1
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await self.send(LINGER)
+        assert (await self.receive())["method"] == "notifications/progress"
+
+    async def exit(self) -> tuple[int, list[str]]:
+        """Wait for the process to end: its exit code and its stderr lines."""
+        with anyio.fail_after(20):
+            code = await self.process.wait()
+        assert self.process.stderr is not None
+        err = b""
+        async for chunk in self.process.stderr:
+            err += chunk
+        return code, err.decode().splitlines()
+
+
+@pytest.fixture
+async def raw_server(stdio_command, tmp_path):
+    mark = tmp_path / "cleaned"
+    env = stdio_command.full_env(FUSION_NB_TEST_CLEANUP_MARK=str(mark))
+    read_end, write_end = os.pipe()
+    try:
+        process = await anyio.open_process(
+            stdio_command.argv, cwd=stdio_command.cwd, env=env, stdout=write_end, stderr=subprocess.PIPE
+        )
+    finally:
+        os.close(write_end)
+    server = RawServer(process, read_end)
+    async with process:
+        yield server, mark
+    with contextlib.suppress(OSError):
+        os.close(read_end)
+
+
+async def test_closing_stdin_at_once_exits_0_silently(raw_server):
+    """No RuntimeWarning from ``python -m`` (the package imports submodules lazily), no traceback."""
+    server, _ = raw_server
+    await server.send(INITIALIZE)
+    assert (await server.receive())["result"]["serverInfo"]["name"] == "mcp-stdio-test"
+    await server.process.stdin.aclose()
+    assert await server.exit() == (0, [])
+
+
+async def test_closing_stdin_mid_call_runs_cleanup_and_exits_0(raw_server):
+    server, mark = raw_server
+    await server.start_linger()
+    await server.process.stdin.aclose()
+    assert await server.exit() == (0, [])
+    assert mark.read_text() == "cleaned"
+
+
+async def test_a_client_that_stops_reading_ends_the_server_with_one_line(raw_server):
+    server, mark = raw_server
+    await server.start_linger()
+    server.stop_reading()  # the next write hits a broken pipe
+    await server.send(ECHO)
+    code, lines = await server.exit()  # stdin is still open: the server must not wait for it
+    assert code == 0
+    assert len(lines) <= 1, lines
+    assert mark.read_text() == "cleaned"
+
+
+def test_the_stdio_module_keeps_working_as_documented():
+    """``python -m fusion_nb.mcp.stdio`` without a target prints its usage and exits non-zero."""
+    done = subprocess.run(
+        [__import__("sys").executable, "-m", "fusion_nb.mcp.stdio"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent.parent,
+    )
+    assert done.returncode != 0 and "usage: python -u -m fusion_nb.mcp.stdio module:app" in done.stderr
+    assert "RuntimeWarning" not in done.stderr
