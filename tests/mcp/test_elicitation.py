@@ -157,3 +157,27 @@ async def test_processes_sharing_keys_accept_each_others_state():
     async with manual(mcp_server(app, request_state_keys=[b"n" * 32, KEY])) as other:  # rotated ring still unseals
         done = await retry(other, state)
     assert done.content[0].text == "refunded inv-7"
+
+
+async def test_a_failing_client_handler_is_elicitation_failed_with_its_message():
+    """The client declared elicitation, so a failure is its handler's, not a missing capability (2025 live)."""
+
+    async def broken(context, params):
+        raise RuntimeError("form renderer crashed")
+
+    async with client_for(mcp_server(make_app()[0]), "2025-memory", elicitation_callback=broken) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith('[ELICITATION_FAILED] Tool "billing.refund" asked for input and the client'), text
+    assert "form renderer crashed" in text and "Traceback" not in text
+
+
+async def test_a_client_handler_returning_an_error_is_elicitation_failed():
+    async def refuses(context, params):
+        return types.ErrorData(code=-32000, message="The user closed the window.")
+
+    async with client_for(mcp_server(make_app()[0]), "2025-memory", elicitation_callback=refuses) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
+    assert "The user closed the window." in result.content[0].text

@@ -181,4 +181,29 @@ async def test_json_response_mode_answers_input_requests_the_2026_way():
         async with s.client("auto", elicitation_callback=approve) as client:
             modern = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert legacy.is_error and legacy.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+    assert "this server answers with single JSON responses (json_response=True)" in legacy.content[0].text
+    assert "keeps no 2025-11-25 sessions (stateless=True)" in legacy.content[0].text
+    assert "Serve with http_app(json_response=False, stateless=False)" in legacy.content[0].text
     assert modern.content[0].text == "refunded inv-7"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"json_response": True}, "(json_response=True)"),
+        ({"stateless": True}, "(stateless=True)"),
+    ],
+)
+async def test_a_mode_without_back_channel_is_named_in_the_refusal(options, named):
+    """The client declared elicitation: the refusal blames the server's mode and says how to change it."""
+    from mcp import types
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with serve(**options) as s, s.client("legacy", elicitation_callback=approve) as client:
+        refused = await client.call_tool("billing.refund", {"id": "inv-7"})
+    text = refused.content[0].text
+    assert refused.is_error and text.startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input, but')
+    assert named in text and "no way to ask a 2025-11-25 client" in text
+    assert "this caller has no way" not in text
