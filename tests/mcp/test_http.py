@@ -207,3 +207,71 @@ async def test_a_mode_without_back_channel_is_named_in_the_refusal(options, name
     assert refused.is_error and text.startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input, but')
     assert named in text and "no way to ask a 2025-11-25 client" in text
     assert "this caller has no way" not in text
+
+
+TOKENS = {"alice": "alice-" + "a" * 32, "ci": "ci-" + "c" * 32}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_each_named_token_is_its_own_client(mode):
+    async with serve(tokens=TOKENS) as served:
+        assert served.asgi.state.token is None and served.asgi.state.tokens == TOKENS
+        for name, token in TOKENS.items():
+            async with served.client(mode, token=token) as client:
+                who = await client.call_tool("whoami", {})
+            assert who.structured_content["token_client"] == name
+        async with httpx.AsyncClient() as http:
+            wrong = await http.post(served.url, json=INIT, headers={**JSON_HEADERS, "Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+
+
+async def test_request_state_minted_for_one_token_is_refused_under_another():
+    from mcp import types
+
+    async def unused(context, params):
+        raise AssertionError("the test drives the rounds")
+
+    answer = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+    async with serve(tokens=TOKENS) as served:
+        async with served.client("auto", token=TOKENS["alice"], elicitation_callback=unused) as alice:
+            first = await alice.session.call_tool("billing.refund", {"id": "inv-7"}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+        async with served.client("auto", token=TOKENS["ci"], elicitation_callback=unused) as ci:
+            stolen = await ci.session.call_tool(
+                "billing.refund",
+                {"id": "inv-7"},
+                input_responses=answer,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        async with served.client("auto", token=TOKENS["alice"], elicitation_callback=unused) as alice:
+            resumed = await alice.session.call_tool(
+                "billing.refund",
+                {"id": "inv-7"},
+                input_responses=answer,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+    assert stolen.is_error and "belongs to another call" in stolen.content[0].text
+    assert resumed.content[0].text == "refunded inv-7"
+
+
+def test_tokens_from_the_environment(monkeypatch):
+    from fusion_nb.mcp.http import tokens_from_env
+
+    monkeypatch.delenv("FUSION_NB_TOKENS", raising=False)
+    assert tokens_from_env() is None
+    monkeypatch.setenv("FUSION_NB_TOKENS", f" alice={TOKENS['alice']}, ci={TOKENS['ci']} ")
+    assert tokens_from_env() == TOKENS
+    monkeypatch.setenv("FUSION_NB_TOKENS", f"alice={TOKENS['alice']},broken")
+    with pytest.raises(ValueError, match=r"FUSION_NB_TOKENS: entry 2 is not name=token") as refused:
+        tokens_from_env()
+    assert TOKENS["alice"] not in str(refused.value)
+
+
+def test_token_options_are_checked():
+    app, _ = make_app()
+    with pytest.raises(ValueError, match="not both"):
+        http_app(app, token="x" * 32, tokens=TOKENS)
+    with pytest.raises(ValueError, match="each must be unique"):
+        http_app(app, tokens={"a": "same-token-value", "b": "same-token-value"})
