@@ -143,8 +143,10 @@ def mcp_server(
         else:
             pump = ProgressPump(ctx.session.report_progress, progress_interval)
             call = start(params.name, params.arguments, on_progress=pump.offer, **options)
-            if call.settled:
+            if call.settled:  # it ran to the end inside start(): send what it reported, then the result
                 result = await call.wait()
+                pump.close()
+                await pump.run()
             else:
                 async with anyio.create_task_group() as group:
                     group.start_soon(pump.run)

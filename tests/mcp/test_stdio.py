@@ -17,8 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-
-from fusion_nb.mcp.stdio import PipeLines
+from stdio_serving import ECHO, INITIALIZE, open_raw
 
 pytestmark = pytest.mark.anyio
 
@@ -92,75 +91,11 @@ async def test_refund_flow_and_unsupported_elicitation(era, stdio_client):
     assert refused.is_error and refused.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
-LINGER = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "linger", "arguments": {}}}
-LINGER["params"]["_meta"] = {"progressToken": "linger"}  # type: ignore[index]
-ECHO = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
-
-
-class RawServer:
-    """The stdio server process driven over its raw pipes, as a careless client would.
-
-    Its stdout is a pipe this test owns (``stop_reading`` closes the read end for real,
-    which closing a subprocess stream wrapper does not promise on every backend).
-    """
-
-    def __init__(self, process: anyio.abc.Process, stdout_fd: int) -> None:
-        self.process = process
-        self.stdout_fd = stdout_fd
-        os.set_blocking(stdout_fd, False)
-        self.lines = PipeLines(stdout_fd)
-
-    def stop_reading(self) -> None:
-        os.close(self.stdout_fd)
-
-    async def send(self, message: dict) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
-
-    async def receive(self) -> dict:
-        return json.loads(await self.lines.__anext__())
-
-    async def start_linger(self) -> None:
-        """Handshake, then start ``linger`` and wait until its handler runs (its first progress)."""
-        await self.send(INITIALIZE)
-        assert (await self.receive())["id"] == 1
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await self.send(LINGER)
-        assert (await self.receive())["method"] == "notifications/progress"
-
-    async def exit(self) -> tuple[int, list[str]]:
-        """Wait for the process to end: its exit code and its stderr lines."""
-        with anyio.fail_after(20):
-            code = await self.process.wait()
-        assert self.process.stderr is not None
-        err = b""
-        async for chunk in self.process.stderr:
-            err += chunk
-        return code, err.decode().splitlines()
-
-
 @pytest.fixture
 async def raw_server(stdio_command, tmp_path):
     mark = tmp_path / "cleaned"
-    env = stdio_command.full_env(FUSION_NB_TEST_CLEANUP_MARK=str(mark))
-    read_end, write_end = os.pipe()
-    try:
-        process = await anyio.open_process(
-            stdio_command.argv, cwd=stdio_command.cwd, env=env, stdout=write_end, stderr=subprocess.PIPE
-        )
-    finally:
-        os.close(write_end)
-    server = RawServer(process, read_end)
-    async with process:
+    async with open_raw(stdio_command, FUSION_NB_TEST_CLEANUP_MARK=str(mark)) as server:
         yield server, mark
-    with contextlib.suppress(OSError):
-        os.close(read_end)
 
 
 async def test_closing_stdin_at_once_exits_0_silently(raw_server):
