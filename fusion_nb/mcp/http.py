@@ -30,6 +30,7 @@ from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from ..engine import Fusion
+from .bounded import BoundedRequests
 from .server import mcp_server
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -124,6 +125,7 @@ def http_app(
     json_response: bool = False,
     stateless: bool = False,
     max_body_bytes: int = 1_000_000,
+    body_timeout: float = 30.0,
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
     path: str = "/mcp",
@@ -139,7 +141,11 @@ def http_app(
     (``{"alice": "...", "ci": "..."}``, see ``tokens_from_env``), each its own
     client id. ``app.state.token`` holds the single token (``None`` with named
     tokens or ``auth=False``), ``app.state.tokens`` the names and tokens accepted;
-    ``app.state.server`` the SDK server. ``json_response=True``
+    ``app.state.server`` the SDK server.
+
+    Bodies over ``max_body_bytes`` get 413; a body not complete within
+    ``body_timeout`` seconds gets 408; a client that disconnects early is one INFO
+    log line (logger ``fusion_nb.http``). ``GET /healthz`` answers 200 without auth. ``json_response=True``
     answers with plain JSON: no progress and no live elicitation there.
     ``stateless=True`` makes 2025-era sessions per-request (2026 is always
     per-request). Each call builds a fresh server: the SDK's session manager
@@ -152,6 +158,8 @@ def http_app(
         request_state_keys=list(request_state_keys) if request_state_keys else None,
         request_state_ttl=request_state_ttl,
     )
+    if not body_timeout > 0:
+        raise ValueError(f"body_timeout must be a positive number of seconds, got {body_timeout!r}")
     if token is not None and tokens is not None:
         raise ValueError("pass token= (one client) or tokens= (named clients), not both.")
     accepted: dict[str, str] = {}
@@ -176,6 +184,7 @@ def http_app(
         host=host,
         **options,
     )
+    asgi.add_middleware(BoundedRequests, body_timeout=body_timeout)
     asgi.state.token = token if auth and tokens is None else None
     asgi.state.tokens = accepted
     asgi.state.server = server
