@@ -128,9 +128,9 @@ def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def channel_for(ctx: ServerRequestContext[Any, Any]) -> InputChannel:
+def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool) -> InputChannel:
     """The engine channel answering this request's input: defer (2026), ask live (2025), or nobody."""
-    if is_modern(ctx):
+    if modern:
         capabilities = ctx.session.client_capabilities
         declared = capabilities is not None and capabilities.elicitation is not None
         return _DEFER_TO_CLIENT if declared else _NO_CHANNEL
@@ -171,20 +171,22 @@ refused_request_state: contextvars.ContextVar[bool] = contextvars.ContextVar(
 """Set while a tools/call whose state the SDK's boundary refused runs again without it."""
 
 
-class RefusedStateAsToolError:
-    """Server middleware in front of the SDK's ``RequestStateBoundary``.
+class FusionRequestStateBoundary(RequestStateBoundary):
+    """The SDK's ``RequestStateBoundary`` (server middleware, as its docs install it), refusing in one sentence.
 
-    The boundary refuses a tampered, expired or foreign state with a bare JSON-RPC
-    ``-32602`` (its documented wire shape, ``data={"reason": "invalid_request_state"}``).
-    fusion-nb answers with its one-sentence ``INVALID_INPUT`` tool result instead: the
-    request goes down the chain again without the state, flagged, and the tools/call
-    handler answers with the refusal, so the result gets the SDK's full envelope.
+    The SDK's boundary seals and checks the state exactly as it always does; it
+    refuses a tampered, expired or foreign state with a bare JSON-RPC ``-32602``
+    (its documented wire shape, ``data={"reason": "invalid_request_state"}``). Here
+    that refusal becomes fusion-nb's one-sentence ``INVALID_INPUT`` tool result: the
+    request goes down the chain again without the state, flagged, and the
+    tools/call handler answers with the refusal, so the result gets the SDK's full
+    envelope. Subclassing only wraps the public ``__call__``.
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Pass through; turn the boundary's refusal of a tools/call state into the tool refusal."""
+        """Run the SDK's boundary; turn its refusal of a tools/call state into the tool refusal."""
         try:
-            return await call_next(ctx)
+            return await super().__call__(ctx, call_next)
         except MCPError as exc:
             params = ctx.params
             if not (
@@ -203,12 +205,10 @@ class RefusedStateAsToolError:
                 refused_request_state.reset(token)
 
 
-def state_middleware(
-    server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float
-) -> list[RefusedStateAsToolError | RequestStateBoundary]:
-    """The SDK's request-state boundary (as its docs install it) behind fusion-nb's refusal."""
+def state_boundary(server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> FusionRequestStateBoundary:
+    """The request-state middleware for a server named ``server_name`` (its audience)."""
     security = RequestStateSecurity(keys=list(keys), ttl=ttl) if keys else RequestStateSecurity.ephemeral(ttl=ttl)
-    return [RefusedStateAsToolError(), RequestStateBoundary(security, default_audience=server_name)]
+    return FusionRequestStateBoundary(security, default_audience=server_name)
 
 
 def refused_state(name: str) -> dict[str, Any]:

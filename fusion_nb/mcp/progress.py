@@ -64,14 +64,15 @@ class ProgressPump:
                 await self._closing.wait()
 
 
-def wants_progress(ctx: ServerRequestContext[Any, Any]) -> bool:
+def wants_progress(ctx: ServerRequestContext[Any, Any], modern: bool) -> bool:
     """Whether the request asked for progress (so nothing is allocated when it did not).
 
     Stream and HTTP transports carry a progress token in ``_meta``. The 2026
     in-process direct path has no token: the caller's callback rides the dispatch
-    context instead, which only ``_sdk`` may look at.
+    context instead, which only ``_sdk`` may look at (``modern``: the request speaks
+    2026-07-28, the only era with a direct path).
     """
     meta = ctx.meta
     if meta and meta.get("progress_token") is not None:
         return True
-    return direct_progress_requested(ctx.session)
+    return modern and direct_progress_requested(ctx.session)

@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
@@ -25,11 +26,10 @@ from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
     channel_for,
     input_required,
-    is_modern,
     refused_request_state,
     refused_state,
     resumption,
-    state_middleware,
+    state_boundary,
 )
 from .progress import ProgressPump, wants_progress
 
@@ -130,19 +130,31 @@ def mcp_server(
             resume, response = resumption(params, params.request_state)
         elif refused_request_state.get():
             return refused_state(params.name)
-        options = {
-            "request_info": info,
-            "channel": channel_for(ctx),
-            "resume": resume,
-            "response": response,
-            "inline": True,
-        }
-        if not wants_progress(ctx):
-            call = start(params.name, params.arguments, **options)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        channel = channel_for(ctx, modern)
+        if not wants_progress(ctx, modern):
+            call = start(
+                params.name,
+                params.arguments,
+                request_info=info,
+                channel=channel,
+                resume=resume,
+                response=response,
+                inline=True,
+            )
             result = await call.wait()
         else:
             pump = ProgressPump(ctx.session.report_progress, progress_interval)
-            call = start(params.name, params.arguments, on_progress=pump.offer, **options)
+            call = start(
+                params.name,
+                params.arguments,
+                on_progress=pump.offer,
+                request_info=info,
+                channel=channel,
+                resume=resume,
+                response=response,
+                inline=True,
+            )
             if call.settled:  # it ran to the end inside start(): send what it reported, then the result
                 result = await call.wait()
                 pump.close()
@@ -158,7 +170,7 @@ def mcp_server(
             return input_required(result.input_required)  # sealed on its way out by the boundary
         tool = call.tool
         return result_to_wire(
-            result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx)
+            result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )
 
     server = FusionServer(
@@ -171,7 +183,7 @@ def mcp_server(
     )
     # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
     defaults = list(server.middleware) if telemetry else []
-    server.middleware = [*defaults, *state_middleware(app.name, keys=request_state_keys, ttl=request_state_ttl)]
+    server.middleware = [*defaults, state_boundary(app.name, keys=request_state_keys, ttl=request_state_ttl)]
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier

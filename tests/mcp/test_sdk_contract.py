@@ -77,7 +77,7 @@ async def test_the_direct_path_reveals_whether_a_progress_callback_was_given(era
 
 
 async def test_the_request_state_boundary_refuses_with_its_documented_shape():
-    """``RefusedStateAsToolError`` recognises the boundary's refusal by this exact error."""
+    """``FusionRequestStateBoundary`` recognises the boundary's refusal by this exact error."""
     boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="contract")
     refusals: list[MCPError] = []
 
@@ -101,7 +101,7 @@ async def test_the_request_state_boundary_refuses_with_its_documented_shape():
     assert (refusal.code, refusal.data) == (types.INVALID_PARAMS, {"reason": "invalid_request_state"}), (
         f"{SDK_SERIES} contract broken: RequestStateBoundary now refuses a forged state with "
         f"{refusal.code} {refusal.data!r}, so fusion-nb's one-sentence INVALID_INPUT no longer replaces it "
-        "(update elicitation.RefusedStateAsToolError)."
+        "(update elicitation.FusionRequestStateBoundary)."
     )
 
 
