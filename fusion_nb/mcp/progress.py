@@ -3,7 +3,7 @@
 Allocated only for calls whose request asked for progress. The engine offers events
 synchronously from the call's worker; a small sender task forwards the newest one at
 most once per ``interval`` seconds, and ``close()`` makes it send the last pending
-value at once so the client sees it before the result.
+value at once, then pause ``FINAL_SETTLE`` so the client handles it before the result.
 """
 
 from __future__ import annotations
@@ -16,6 +16,16 @@ from mcp.server.context import ServerRequestContext
 
 from ..engine import ProgressEvent
 from ._sdk import direct_progress_requested
+
+FINAL_SETTLE = 0.005
+"""Seconds between a call's last progress notification and its result.
+
+Written in order is not enough: the TypeScript SDK (1.x and 2.x) handles a
+notification one microtask later than a response, so when both arrive in one read
+the response wins and the client drops the final progress ("unknown token"). A
+short pause lets the notification reach the client in a read of its own; it is
+paid only by calls that asked for progress and still had a value to send.
+"""
 
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
@@ -58,6 +68,8 @@ class ProgressPump:
                 await self._report(event.percent, 100.0, event.message)
             if self._closing.is_set():
                 if self._pending is None:
+                    if event is not None:
+                        await anyio.sleep(FINAL_SETTLE)
                     return
                 continue
             with anyio.move_on_after(self._interval):
