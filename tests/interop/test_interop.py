@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import subprocess
+import shlex
 
 import anyio
 import pytest
@@ -58,10 +58,8 @@ def check_observations(seen: dict, sdk: str, server_name: str, http: bool) -> No
     assert seen["noElicitation"].startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input')
     if http:
         for case in ("missingToken", "wrongToken"):
-            assert (
-                (seen[case] != "connected"
-                and "401" in json.dumps(seen[case]))
-                or "invalid_token" in json.dumps(seen[case])
+            assert (seen[case] != "connected" and "401" in json.dumps(seen[case])) or "invalid_token" in json.dumps(
+                seen[case]
             ), seen[case]
 
 
@@ -122,3 +120,26 @@ async def test_inspector_cli_over_stdio(node, era, stdio_command):
     called = json.loads(await run_node(*inspector(node, *options, *call, *server)))
     assert "echo" in [tool["name"] for tool in listed["tools"]]
     assert called["structuredContent"] == {"result": "hi"} and called["isError"] is False
+
+
+@pytest.mark.kernel
+async def test_a_kernels_fusion_serve_with_both_sdks_and_the_printed_inspector_command(node, kernel):
+    await kernel.run("%load_ext fusion_nb\nimport anyio")
+    await kernel.run(
+        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\n'
+        'yield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
+    )
+    served = await kernel.run("%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
+    token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
+    printed = re.search(r"^npx -y @modelcontextprotocol/inspector@(\S+) --cli (.*)$", served.stdout, re.M)
+    try:
+        seen = json.loads(await run_node(node, "kernel.mjs", url, token, "shout", '{"text": "hi"}'))
+        assert seen["v1"] == {"protocol": "2025-11-25", "tools": ["shout"], "text": "HI", "progress": [50]}
+        assert seen["v2"] == {"protocol": "2026-07-28", "tools": ["shout"], "text": "HI", "progress": [50]}
+        # The Inspector command %fusion serve prints, run as printed (from the local install of that release).
+        assert printed is not None and printed.group(1) == INSPECTOR_VERSION
+        listed = json.loads(await run_node(*inspector(node, *shlex.split(printed.group(2)))))
+        assert [tool["name"] for tool in listed["tools"]] == ["shout"]
+    finally:
+        await kernel.run("%fusion stop")

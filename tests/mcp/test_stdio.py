@@ -7,10 +7,7 @@ line, and the running handler's cleanup done.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
-import os
 import subprocess
 from pathlib import Path
 

@@ -6,7 +6,7 @@ import re
 import anyio
 import httpx
 import pytest
-from mcp import Client, types
+from mcp import types
 
 from fusion_nb.mcp import connect as connect_http
 
