@@ -52,6 +52,8 @@ LEGACY = "2025-11-25"
 
 
 class EchoOut(BaseModel):
+    """The echo tool's output model (same shape for every server)."""
+
     result: str
 
 
@@ -62,6 +64,7 @@ INPUT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "r
 
 
 def fusion_asgi(token: str) -> Any:
+    """fusion-nb's HTTP app with its defaults (bearer token included)."""
     from fusion_nb import Fusion
     from fusion_nb.mcp import http_app
 
@@ -75,6 +78,7 @@ def fusion_asgi(token: str) -> Any:
 
 
 def sdk_asgi() -> Any:
+    """The SDK's bare low-level server and its own Streamable HTTP app."""
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
@@ -87,12 +91,11 @@ def sdk_asgi() -> Any:
         data = {"result": params.arguments["text"]}
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(data))], structured_content=data)
 
-    return Server("bench-bare", on_list_tools=list_tools, on_call_tool=call_tool).streamable_http_app(
-        host="127.0.0.1"
-    )
+    return Server("bench-bare", on_list_tools=list_tools, on_call_tool=call_tool).streamable_http_app(host="127.0.0.1")
 
 
 def fastmcp_asgi() -> Any:
+    """FastMCP's HTTP app."""
     from fastmcp import FastMCP
 
     mcp = FastMCP("bench-fastmcp")
@@ -139,13 +142,16 @@ class Connection:
         self.session: str | None = None
 
     async def open(self) -> None:
+        """Connect (with ``TCP_NODELAY``, as any HTTP client library does)."""
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         self.writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def close(self) -> None:
+        """Close the connection."""
         self.writer.close()
 
     async def post(self, body: bytes, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
+        """POST one JSON-RPC message; the response headers and whole body."""
         lines = [
             "POST /mcp HTTP/1.1",
             f"Host: 127.0.0.1:{self.port}",
@@ -181,6 +187,7 @@ class Wire:
     version: str
 
     def call_body(self, number: int) -> bytes:
+        """The ``tools/call`` request for ``echo``."""
         params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}}
         if self.version == MODERN:
             params["_meta"] = {
@@ -191,11 +198,13 @@ class Wire:
         return json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}).encode()
 
     def headers(self) -> dict[str, str]:
+        """The wire's per-call headers."""
         if self.version == MODERN:
             return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
         return {"MCP-Protocol-Version": LEGACY}
 
     async def connect(self, port: int, token: str) -> Connection:
+        """A connection ready to call (2025: with its session initialized)."""
         connection = Connection(port, token)
         await connection.open()
         if self.version == LEGACY:
@@ -212,6 +221,7 @@ class Wire:
         return connection
 
     async def call(self, connection: Connection, number: int) -> None:
+        """One call; fails loudly on anything but the echoed result."""
         _, body = await connection.post(self.call_body(number), self.headers())
         if b'"result"' not in body or b"hello" not in body:
             raise RuntimeError(f"unexpected answer: {body[:200]!r}")
@@ -219,6 +229,7 @@ class Wire:
 
 @contextlib.asynccontextmanager
 async def servers(token: str) -> AsyncIterator[dict[str, int]]:
+    """Start every server in its own process; their ports by name."""
     processes: dict[str, subprocess.Popen[str]] = {}
     ports: dict[str, int] = {}
     try:
@@ -240,6 +251,7 @@ async def servers(token: str) -> AsyncIterator[dict[str, int]]:
 
 
 async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[float]:
+    """One client, ``calls`` calls in a row: each call's latency."""
     connection = await wire.connect(port, token)
     clock = time.perf_counter
     latencies = []
@@ -254,6 +266,7 @@ async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[floa
 
 
 async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each: int) -> float:
+    """``clients`` connections calling at once: calls per second."""
     connections = [await wire.connect(port, token) for _ in range(clients)]
 
     async def client(connection: Connection) -> None:
@@ -270,6 +283,7 @@ async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each
 
 
 async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: int) -> None:
+    """Both wires, every server, interleaved rounds; print one table per wire."""
     token = "bench-" + "t" * 40
     async with servers(token) as ports:
         for version in (MODERN, LEGACY):
@@ -290,6 +304,7 @@ async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: i
 
 
 def table(version: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], clients: int) -> str:
+    """A markdown table of one wire's results, ratios against the SDK and FastMCP."""
     wire = "2026-07-28 (stateless POST per call)" if version == MODERN else "2025-11-25 (session per client)"
     lines = [
         f"### {wire}",

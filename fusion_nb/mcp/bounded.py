@@ -76,6 +76,7 @@ class _Exchange:
         self.scope: anyio.CancelScope | None = None
 
     async def receive(self) -> Message:
+        """The app's ``receive``: bounded by the deadline until the body is complete."""
         if self.body_done:
             return await self._receive()
         with anyio.move_on_after(self.deadline - anyio.current_time()) as wait:
@@ -89,6 +90,7 @@ class _Exchange:
         return message
 
     async def send(self, message: Message) -> None:
+        """The app's ``send``: notes whether the response has started."""
         if message["type"] == "http.response.start":
             self.started = True
         await self._send(message)

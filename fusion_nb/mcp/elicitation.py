@@ -62,6 +62,11 @@ def client_can_answer(session: ServerSession, request: InputRequest) -> bool:
     return elicitation.form is not None or elicitation.url is None  # a bare {} means form
 
 
+def form_schema(request: InputRequest) -> dict[str, Any]:
+    """The ``requestedSchema`` of a form request (an empty object form if it names no fields)."""
+    return request.schema or {"type": "object", "properties": {}}
+
+
 def no_back_channel(tool: str, server_mode: str) -> ToolError:
     """The refusal when this server's HTTP mode, not the client, rules out a live question."""
     return ToolError(
@@ -108,7 +113,9 @@ class LiveElicitation(InputChannel):
                     request.message, request.url, uuid.uuid4().hex, related_request_id=ctx.request_id
                 )
             else:
-                result = await session.elicit_form(request.message, request.schema, related_request_id=ctx.request_id)
+                result = await session.elicit_form(
+                    request.message, form_schema(request), related_request_id=ctx.request_id
+                )
         except NoBackChannelError:
             if (mode := server_mode(ctx)) is not None:
                 raise no_back_channel(tool, mode) from None
@@ -145,9 +152,9 @@ def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dic
     except (ValueError, KeyError, TypeError):
         return {}, None  # the engine refuses it with a clear sentence
     answer = (params.input_responses or {}).get(key)
-    if answer is None:
-        return state, None
-    return state, InputResponse(answer.action, answer.content)
+    if not isinstance(answer, types.ElicitResult):
+        return state, None  # no answer (or not an elicitation answer): the engine asks again or refuses
+    return state, InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
 
 
 def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
@@ -158,7 +165,7 @@ def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
         assert request.url is not None
         params = types.ElicitRequestURLParams(message=request.message, url=request.url)
     else:
-        params = types.ElicitRequestFormParams(message=request.message, requested_schema=request.schema)
+        params = types.ElicitRequestFormParams(message=request.message, requested_schema=form_schema(request))
     return types.InputRequiredResult(
         input_requests={request.key: types.ElicitRequest(params=params)},
         request_state=json.dumps(payload["continuation"], separators=(",", ":")),

@@ -9,7 +9,7 @@ cancellation lands in ``call.wait()``, which aborts the engine call and re-raise
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,19 +47,23 @@ class RequestInfo:
 
     @property
     def protocol_version(self) -> str:
+        """The era the request speaks (``2025-11-25`` or ``2026-07-28``)."""
         return self.context.protocol_version
 
     @property
     def request(self) -> Any:
+        """The Starlette request on HTTP, ``None`` on stdio and in memory."""
         return self.context.request
 
     @property
     def client_info(self) -> types.Implementation | None:
+        """The client's name and version, when it sent them."""
         params = self.context.session.client_params
         return params.client_info if params is not None else None
 
     @property
     def access_token(self) -> Any:
+        """The verified bearer token on authenticated HTTP (``client_id`` names the token), else ``None``."""
         from mcp.server.auth.middleware.auth_context import get_access_token
 
         return get_access_token()
@@ -81,6 +85,7 @@ class FusionServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        """The SDK's options, declaring ``tools.listChanged`` unless told otherwise."""
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
         )
@@ -200,14 +205,14 @@ def mcp_server(
 def _listen_weakly(app: Fusion, server: FusionServer, *callbacks: Any) -> None:
     """Subscribe to registry changes for as long as ``server`` lives (an app outlives many servers)."""
     ref = weakref.ref(server)
-    unsubscribe = None
+    subscription: list[Callable[[], None]] = []
 
     def listener() -> None:
         if ref() is None:
-            unsubscribe()
+            subscription[0]()
             return
         for callback in callbacks:
             callback()
 
-    unsubscribe = app.on_tools_changed(listener)
-    weakref.finalize(server, unsubscribe)
+    subscription.append(app.on_tools_changed(listener))
+    weakref.finalize(server, subscription[0])
