@@ -8,6 +8,8 @@ schema, as in ``benchmarks/mcp.py``):
   token, DNS-rebinding checks, body limits), uvicorn binding the port itself;
 * ``fusion-nb kernel socket``: the same app on the socket ``%fusion serve`` makes
   (``listening_socket`` + ``InLoopServer``);
+* ``fusion-nb, auth=False``: ``http_app(app, auth=False)``, to compare like with like
+  (the SDK and FastMCP rows verify no token);
 * ``SDK lowlevel``: the SDK's bare low-level ``Server`` (its default middleware)
   and its own ``streamable_http_app()``, no auth;
 * ``FastMCP``: ``FastMCP.http_app()``, no auth.
@@ -45,7 +47,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-SERVERS = ["fusion-nb http_app", "fusion-nb kernel socket", "SDK lowlevel", "FastMCP"]
+SERVERS = ["fusion-nb http_app", "fusion-nb kernel socket", "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
 BASELINE = "SDK lowlevel"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -63,8 +65,8 @@ INPUT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "r
 # ---- the servers (each runs in a child process: ``benchmarks/http.py --serve NAME``) ----
 
 
-def fusion_asgi(token: str) -> Any:
-    """fusion-nb's HTTP app with its defaults (bearer token included)."""
+def fusion_asgi(token: str | None) -> Any:
+    """fusion-nb's HTTP app with its defaults (bearer token included; ``None``: no auth)."""
     from fusion_nb import Fusion
     from fusion_nb.mcp import http_app
 
@@ -74,7 +76,7 @@ def fusion_asgi(token: str) -> Any:
     async def echo(input: Any, ctx: Any) -> EchoOut:
         return EchoOut(result=input.text)
 
-    return http_app(app, token=token)
+    return http_app(app, token=token) if token is not None else http_app(app, auth=False)
 
 
 def sdk_asgi() -> Any:
@@ -119,7 +121,12 @@ def serve(name: str, token: str) -> None:
             print(sock.getsockname()[1], flush=True)
             await in_loop_server(fusion_asgi(token)).serve(sockets=[sock])
             return
-        asgi = {"fusion-nb http_app": lambda: fusion_asgi(token), "SDK lowlevel": sdk_asgi, "FastMCP": fastmcp_asgi}
+        asgi = {
+            "fusion-nb http_app": lambda: fusion_asgi(token),
+            "fusion-nb, auth=False": lambda: fusion_asgi(None),
+            "SDK lowlevel": sdk_asgi,
+            "FastMCP": fastmcp_asgi,
+        }
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
