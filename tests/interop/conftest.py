@@ -8,7 +8,6 @@ the install they fail, naming the command.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "mcp"))  # the shared test app and the serving fixtures
 
 from stdio_serving import StdioCommand  # noqa: E402
@@ -48,8 +48,3 @@ def stdio_command() -> StdioCommand:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # uvicorn, and the kernel harness
-
-
-def server_env(command: StdioCommand) -> dict[str, str]:
-    """What a Node client passes to the stdio server process it spawns."""
-    return {**os.environ, "FUSION_NB_SERVER_ENV": json.dumps(command.env)}

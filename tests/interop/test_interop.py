@@ -13,8 +13,8 @@ import shlex
 
 import anyio
 import pytest
-from conftest import HERE, server_env
 from http_serving import serve
+from node_clients import HERE, server_env
 
 from fusion_nb.mcp.http import INSPECTOR_VERSION
 
