@@ -100,7 +100,7 @@ async def bench_path(mode: str, calls: int, warmup: int, block: int) -> dict[str
         for client in clients.values():
             await client.list_tools()
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"result": "x"}
-        for i in range(warmup):
+        for _ in range(warmup):
             for name in names:
                 await clients[name].call_tool("echo", {"text": "warm"})
         latencies: dict[str, list[float]] = {name: [] for name in names}
