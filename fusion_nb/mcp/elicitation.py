@@ -28,6 +28,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp_types import INVALID_PARAMS
+from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import (
@@ -198,11 +199,21 @@ class FusionRequestStateBoundary(RequestStateBoundary):
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Run the SDK's boundary; turn its refusal of a tools/call state into the tool refusal."""
+        """Run the SDK's boundary; turn its refusal of a tools/call state into the tool refusal.
+
+        A request without state whose result needs no sealing (most calls) passes
+        straight through; a result that does is handed to the boundary's own
+        ``__call__`` to seal, so the SDK still owns every byte of the envelope.
+        """
+        params = ctx.params
+        if params is None or params.get("requestState") is None:
+            result = await call_next(ctx)
+            if not is_input_required(result):
+                return result
+            return await super().__call__(ctx, _returning(result))
         try:
             return await super().__call__(ctx, call_next)
         except MCPError as exc:
-            params = ctx.params
             if not (
                 ctx.method == "tools/call"
                 and exc.code == INVALID_PARAMS
@@ -217,6 +228,15 @@ class FusionRequestStateBoundary(RequestStateBoundary):
                 return await call_next(dataclasses.replace(ctx, params=stateless))
             finally:
                 refused_request_state.reset(token)
+
+
+def _returning(result: HandlerResult) -> CallNext:
+    """A ``call_next`` that hands back a result already computed (for the boundary to seal)."""
+
+    async def done(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return result
+
+    return done
 
 
 def state_boundary(server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> FusionRequestStateBoundary:
