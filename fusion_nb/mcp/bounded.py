@@ -17,10 +17,12 @@ and probes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
 import anyio
+import sniffio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("fusion_nb.http")
@@ -49,9 +51,11 @@ class BoundedRequests:
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, b"ok", "text/plain")
             return
-        exchange = _Exchange(receive, send, anyio.current_time() + self.body_timeout)
-        with anyio.CancelScope() as exchange.scope:
-            await self.app(scope, exchange.receive, exchange.send)
+        if sniffio.current_async_library() == "asyncio":
+            exchange: _Exchange = _AsyncioExchange(receive, send, self.body_timeout)
+        else:
+            exchange = _AnyioExchange(receive, send, self.body_timeout)
+        await exchange.run(self.app, scope)
         if exchange.ending == "stalled":
             method, path = scope["method"], scope["path"]
             log.info("%s %s: request body not complete after %gs; 408", method, path, self.body_timeout)
@@ -62,31 +66,29 @@ class BoundedRequests:
 
 
 class _Exchange:
-    """One request's receive/send, watched until its body is complete."""
+    """One request's receive/send, watched until its body is complete; ``run`` ends it early if need be."""
 
-    __slots__ = ("_receive", "_send", "body_done", "deadline", "ending", "scope", "started")
-
-    def __init__(self, receive: Receive, send: Send, deadline: float) -> None:
+    def __init__(self, receive: Receive, send: Send, timeout: float) -> None:
         self._receive = receive
         self._send = send
-        self.deadline = deadline
+        self.timeout = timeout
         self.body_done = False
         self.started = False
         self.ending: str | None = None
-        self.scope: anyio.CancelScope | None = None
+
+    async def run(self, app: ASGIApp, scope: Scope) -> None:
+        """Run ``app`` for this exchange; returns quietly when the exchange was ended early."""
+        raise NotImplementedError
 
     async def receive(self) -> Message:
-        """The app's ``receive``: bounded by the deadline until the body is complete."""
+        """The app's ``receive``: watched until the body is complete."""
         if self.body_done:
             return await self._receive()
-        with anyio.move_on_after(self.deadline - anyio.current_time()) as wait:
-            message = await self._receive()
-        if wait.cancelled_caught:
-            return await self._end("stalled")
+        message = await self._receive_body()
         if message["type"] == "http.disconnect":
             return await self._end("gone")
         if message["type"] == "http.request" and not message.get("more_body", False):
-            self.body_done = True
+            self._body_complete()
         return message
 
     async def send(self, message: Message) -> None:
@@ -95,14 +97,86 @@ class _Exchange:
             self.started = True
         await self._send(message)
 
-    async def _end(self, ending: str) -> Message:
-        """Cancel the exchange from inside the app's ``receive()`` (the body is read in the request's task).
+    async def _receive_body(self) -> Message:
+        return await self._receive()
 
-        Were ``receive()`` called from another task, the cancellation would not reach
-        that caller: it then sees the disconnect, as without this middleware.
-        """
+    def _body_complete(self) -> None:
+        self.body_done = True
+
+    async def _end(self, ending: str) -> Message:
+        raise NotImplementedError
+
+
+class _AsyncioExchange(_Exchange):
+    """On asyncio (uvicorn): one timer per exchange and a native cancel of the request's task.
+
+    Cheaper than a cancel scope per request (a few µs instead of ~20): the deadline is a
+    ``call_at`` handle dropped once the body is complete, and ending the exchange
+    cancels the task that runs it, which ``run`` then takes back (``uncancel``).
+    """
+
+    def __init__(self, receive: Receive, send: Send, timeout: float) -> None:
+        super().__init__(receive, send, timeout)
+        self.task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        self.timer: asyncio.TimerHandle | None = loop.call_at(loop.time() + timeout, self._stalled)
+
+    async def run(self, app: ASGIApp, scope: Scope) -> None:
+        """Run ``app``; a cancellation this exchange caused ends it quietly, any other propagates."""
+        try:
+            await app(scope, self.receive, self.send)
+        except asyncio.CancelledError:
+            if self.ending is None or self.task is None:
+                raise
+            self.task.uncancel()
+        finally:
+            self._body_complete()
+
+    def _body_complete(self) -> None:
+        self.body_done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _stalled(self) -> None:
+        self.timer = None
+        if not self.body_done and self.ending is None and self.task is not None:
+            self.ending = "stalled"
+            self.task.cancel()
+
+    async def _end(self, ending: str) -> Message:
+        """Cancel the exchange from inside the app's ``receive()`` (the body is read in the request's task)."""
         self.ending = ending
-        assert self.scope is not None
+        self._body_complete()
+        if self.task is not None and asyncio.current_task() is self.task:
+            self.task.cancel()
+            await asyncio.sleep(0)
+        return {"type": "http.disconnect"}  # read from another task: it sees the disconnect, as without us
+
+
+class _AnyioExchange(_Exchange):
+    """On other event loops: a cancel scope around the exchange, a deadline on each body read."""
+
+    def __init__(self, receive: Receive, send: Send, timeout: float) -> None:
+        super().__init__(receive, send, timeout)
+        self.deadline = anyio.current_time() + timeout
+        self.scope = anyio.CancelScope()
+
+    async def run(self, app: ASGIApp, scope: Scope) -> None:
+        """Run ``app`` inside this exchange's cancel scope."""
+        with self.scope:
+            await app(scope, self.receive, self.send)
+
+    async def _receive_body(self) -> Message:
+        with anyio.move_on_after(self.deadline - anyio.current_time()) as wait:
+            message = await self._receive()
+        if wait.cancelled_caught:
+            return await self._end("stalled")
+        return message
+
+    async def _end(self, ending: str) -> Message:
+        """Cancel the exchange from inside the app's ``receive()``."""
+        self.ending = ending
         self.scope.cancel()
         await anyio.lowlevel.checkpoint()
         return {"type": "http.disconnect"}
