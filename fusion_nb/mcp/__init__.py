@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .http import connect, http_app
+    from .http import connect, http_app, tokens_from_env
     from .server import FusionServer, RequestInfo, mcp_server
     from .stdio import serve_stdio
 
@@ -24,10 +24,11 @@ _HOMES = {
     "mcp_server": ".server",
     "http_app": ".http",
     "connect": ".http",
+    "tokens_from_env": ".http",
     "serve_stdio": ".stdio",
 }
 
-__all__ = ["FusionServer", "RequestInfo", "connect", "http_app", "mcp_server", "serve_stdio"]
+__all__ = ["FusionServer", "RequestInfo", "connect", "http_app", "mcp_server", "serve_stdio", "tokens_from_env"]
 
 
 def __getattr__(name: str) -> Any:
