@@ -22,7 +22,6 @@ import json
 import logging
 
 import anyio
-import sniffio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("fusion_nb.http")
@@ -51,8 +50,9 @@ class BoundedRequests:
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, b"ok", "text/plain")
             return
-        if sniffio.current_async_library() == "asyncio":
-            exchange: _Exchange = _AsyncioExchange(receive, send, self.body_timeout)
+        exchange: _Exchange
+        if _on_asyncio():
+            exchange = _AsyncioExchange(receive, send, self.body_timeout)
         else:
             exchange = _AnyioExchange(receive, send, self.body_timeout)
         await exchange.run(self.app, scope)
@@ -180,6 +180,15 @@ class _AnyioExchange(_Exchange):
         self.scope.cancel()
         await anyio.lowlevel.checkpoint()
         return {"type": "http.disconnect"}
+
+
+def _on_asyncio() -> bool:
+    """Whether this task runs on an asyncio loop (uvicorn's), without asking sniffio."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _respond(send: Send, status: int, body: bytes, content_type: str) -> None:
