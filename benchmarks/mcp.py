@@ -34,7 +34,7 @@ from mcp.server.lowlevel.server import Server
 from pydantic import BaseModel
 
 from fusion_nb import Fusion
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
 
 
 class EchoOut(BaseModel):
@@ -52,7 +52,7 @@ def fusion_server() -> Server[Any]:
     async def echo(input, ctx):
         return EchoOut(result=input.text)
 
-    return build_server(app)
+    return mcp_server(app)
 
 
 def bare_server(*, otel: bool) -> Server[Any]:
@@ -100,7 +100,7 @@ async def bench_path(mode: str, calls: int, warmup: int, block: int) -> dict[str
         for client in clients.values():
             await client.list_tools()
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"result": "x"}
-        for i in range(warmup):
+        for _ in range(warmup):
             for name in names:
                 await clients[name].call_tool("echo", {"text": "warm"})
         latencies: dict[str, list[float]] = {name: [] for name in names}

@@ -24,6 +24,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 
 from ..engine import spawn
+from ._sdk import on_connection_close
 
 log = logging.getLogger("fusion_nb")
 
@@ -35,6 +36,7 @@ class ToolsChangedBus:
         self._listeners: dict[object, Callable[[ServerEvent], None]] = {}
 
     def emit(self, event: ServerEvent) -> None:
+        """Deliver ``event`` to every listen stream now (a failing listener is logged, not raised)."""
         for listener in list(self._listeners.values()):
             try:
                 listener(event)
@@ -42,17 +44,19 @@ class ToolsChangedBus:
                 log.exception("fusion-nb subscription listener failed")
 
     async def publish(self, event: ServerEvent) -> None:
+        """The ``SubscriptionBus`` entry: ``emit``, then a checkpoint."""
         self.emit(event)
         await anyio.lowlevel.checkpoint()
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        """Add a listen stream's listener; the returned function removes it."""
         token = object()
         self._listeners[token] = listener
-        return lambda: self._listeners.pop(token, None)
 
-    @property
-    def listening(self) -> int:
-        return len(self._listeners)
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
 
 
 class ToolsChangedNotifier:
@@ -64,19 +68,11 @@ class ToolsChangedNotifier:
         self._sessions: set[ServerSession] = set()
         self._scheduled = False
 
-    @property
-    def sessions(self) -> int:
-        """Handshake-era connections that will hear of the next change."""
-        return len(self._sessions)
-
     async def on_initialized(self, ctx: Any, params: Any) -> None:
         """``notifications/initialized`` handler: remember the connection until it closes."""
         session: ServerSession = ctx.session
         self._sessions.add(session)
-        # The SDK unwinds a connection's exit stack when it closes; it has no public accessor.
-        connection = getattr(session, "_connection", None)
-        if connection is not None:
-            connection.exit_stack.callback(self._sessions.discard, session)
+        on_connection_close(session, lambda: self._sessions.discard(session))
 
     def changed(self) -> None:
         """Registry listener: publish to listen streams now, to sessions from a detached task."""

@@ -1,33 +1,60 @@
 """Interactive input over MCP, per protocol era (SPEC 4).
 
-* 2026-07-28: the call ends with ``InputRequiredResult``; the engine's continuation
-  travels as ``requestState``, sealed by the SDK's ``RequestStateBoundary``
-  (AES-GCM, expiry, bound to tool, arguments and principal). The client retries
-  with the answer and the engine resumes from the continuation.
+* 2026-07-28: the call ends with ``InputRequiredResult`` (the engine's
+  ``DeferToClient``); the engine's continuation travels as ``requestState``, sealed
+  by the SDK's ``RequestStateBoundary`` installed as server middleware (AES-GCM,
+  expiry, bound to tool, arguments, audience and the authenticated client). The
+  client retries with the answer and the engine resumes from the continuation.
 * 2025-11-25: a connection whose client declared elicitation is asked live
   (``elicitation/create``, form or URL mode); the handler is re-entered in-process.
-* Neither (no capability, no back channel): ``ELICITATION_UNSUPPORTED`` at once.
+* Neither: a client without the capability gets ``ELICITATION_UNSUPPORTED``; a server
+  whose HTTP mode leaves no back channel says so and names the setting to change; a
+  client whose own elicitation handler fails gets ``ELICITATION_FAILED`` with its
+  message.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from mcp import types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types import INVALID_PARAMS
+from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..engine import DEFER, INVALID_INPUT, CallResult, InputChannel, InputRequest, InputResponse, ToolError
+from ..engine import (
+    ELICITATION_UNSUPPORTED,
+    INVALID_INPUT,
+    CallResult,
+    DeferToClient,
+    InputChannel,
+    InputRequest,
+    InputResponse,
+    NoChannel,
+    ToolError,
+)
 from .convert import result_to_wire
 
+ELICITATION_FAILED = "ELICITATION_FAILED"
+"""The client declared elicitation, but its handler failed while answering (its message follows)."""
 
-def client_can_answer(ctx: Any, request: InputRequest) -> bool:
+_CLIENT_MESSAGE_LIMIT = 300
+_DEFER_TO_CLIENT = DeferToClient()
+_NO_CHANNEL = NoChannel()
+
+
+def client_can_answer(session: ServerSession, request: InputRequest) -> bool:
     """Did the client declare the elicitation mode this request needs?"""
-    capabilities = ctx.session.client_capabilities
+    capabilities = session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None:
         return False
@@ -36,99 +63,186 @@ def client_can_answer(ctx: Any, request: InputRequest) -> bool:
     return elicitation.form is not None or elicitation.url is None  # a bare {} means form
 
 
+def form_schema(request: InputRequest) -> dict[str, Any]:
+    """The ``requestedSchema`` of a form request (an empty object form if it names no fields)."""
+    return request.schema or {"type": "object", "properties": {}}
+
+
+def no_back_channel(tool: str, server_mode: str) -> ToolError:
+    """The refusal when this server's HTTP mode, not the client, rules out a live question."""
+    return ToolError(
+        ELICITATION_UNSUPPORTED,
+        f'Tool "{tool}" needs input, but this server {server_mode}, '
+        "which leaves no way to ask a 2025-11-25 client during a call.",
+        recovery="Serve with http_app(json_response=False, stateless=False), "
+        "or connect with a 2026-07-28 client (it answers by calling again).",
+    )
+
+
+def server_mode(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """How ``http_app`` was told to answer, when that leaves no back channel (``None`` elsewhere).
+
+    ``http_app`` records it on the Starlette app's state; read only when a question fails.
+    """
+    state = getattr(getattr(ctx.request, "app", None), "state", None)
+    mode = getattr(state, "server_mode", None)
+    return mode if isinstance(mode, str) else None
+
+
 class LiveElicitation(InputChannel):
     """2025 era: ask over the live session; protocol clients are not re-asked."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
         self.ctx = ctx
 
-    async def ask(self, request: InputRequest, call: Any, problems: list[str] | None = None) -> InputResponse | None:
+    async def ask(self, question: Any, call: Any = None, problems: Any = None) -> InputResponse | None:
+        """Send ``elicitation/create`` and wait for the person's answer (or explain why not).
+
+        Takes the engine's ``InputQuestion`` (``ask(question)``: its ``request`` and
+        ``tool``); until that seam lands on main it also accepts the earlier
+        ``ask(request, call, problems)``. Protocol clients are not re-asked, so
+        ``problems`` is never used.
+        """
+        if call is None:
+            return await self._elicit(question.request, question.tool)
+        return await self._elicit(question, call.tool.name if call.tool is not None else "?")
+
+    async def _elicit(self, request: InputRequest, tool: str) -> InputResponse | None:
         ctx = self.ctx
-        if not client_can_answer(ctx, request):
-            return None
+        session = ctx.session
+        if session.client_capabilities is None and (mode := server_mode(ctx)) is not None:
+            raise no_back_channel(tool, mode)  # stateless 2025: the capabilities never arrive
+        if not client_can_answer(session, request):
+            return None  # the engine's ELICITATION_UNSUPPORTED: the client declared no such capability
         try:
             if request.kind == "url":
-                result = await ctx.session.elicit_url(
+                assert request.url is not None
+                result = await session.elicit_url(
                     request.message, request.url, uuid.uuid4().hex, related_request_id=ctx.request_id
                 )
             else:
-                result = await ctx.session.elicit_form(
-                    request.message, request.schema, related_request_id=ctx.request_id
+                result = await session.elicit_form(
+                    request.message, form_schema(request), related_request_id=ctx.request_id
                 )
         except NoBackChannelError:
-            return None  # stateless or JSON-response HTTP: nobody to ask
+            if (mode := server_mode(ctx)) is not None:
+                raise no_back_channel(tool, mode) from None
+            return None
         except MCPError as exc:
+            message = " ".join(str(exc.message).split())[:_CLIENT_MESSAGE_LIMIT]
             raise ToolError(
-                "ELICITATION_UNSUPPORTED", f"The client could not answer the input request: {exc.message}."
+                ELICITATION_FAILED,
+                f'Tool "{tool}" asked for input and the client\'s elicitation handler failed: {message!r}.',
+                recovery="Fix or retry the client's elicitation handler; the tool did not run past its question.",
             ) from None
         return InputResponse(result.action, result.content)
 
 
-class ClientRetries(InputChannel):
-    """2026 era: end the round with ``InputRequiredResult``; the client calls again."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-
-    async def ask(self, request: InputRequest, call: Any, problems: list[str] | None = None) -> Any:
-        return DEFER if client_can_answer(self.ctx, request) else None
-
-
-def is_modern(ctx: Any) -> bool:
+def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request speaks the 2026-07-28 era (no server-to-client requests)."""
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def channel_for(ctx: Any) -> InputChannel:
-    return ClientRetries(ctx) if is_modern(ctx) else LiveElicitation(ctx)
+def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool) -> InputChannel:
+    """The engine channel answering this request's input: defer (2026), ask live (2025), or nobody."""
+    if modern:
+        capabilities = ctx.session.client_capabilities
+        declared = capabilities is not None and capabilities.elicitation is not None
+        return _DEFER_TO_CLIENT if declared else _NO_CHANNEL
+    return LiveElicitation(ctx)
 
 
-def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dict[str, Any], Any]:
-    """The continuation and the client's answer carried by a 2026 retry."""
+def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dict[str, Any], InputResponse | None]:
+    """The continuation and the client's answer carried by a 2026 retry (state already unsealed)."""
     try:
         state = json.loads(plaintext)
         key = state["pending"]["key"]
     except (ValueError, KeyError, TypeError):
         return {}, None  # the engine refuses it with a clear sentence
     answer = (params.input_responses or {}).get(key)
-    if answer is None:
-        return state, None
-    return state, InputResponse(answer.action, answer.content)
+    if not isinstance(answer, types.ElicitResult):
+        return state, None  # no answer (or not an elicitation answer): the engine asks again or refuses
+    return state, InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
 
 
 def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
-    """The wire form of an engine input request plus its continuation (sealed downstream)."""
+    """The wire form of an engine input request plus its continuation (sealed by the boundary)."""
     request: InputRequest = payload["request"]
+    params: types.ElicitRequestURLParams | types.ElicitRequestFormParams
     if request.kind == "url":
-        params: Any = types.ElicitRequestURLParams(message=request.message, url=request.url)
+        assert request.url is not None
+        params = types.ElicitRequestURLParams(message=request.message, url=request.url)
     else:
-        params = types.ElicitRequestFormParams(message=request.message, requested_schema=request.schema)
+        params = types.ElicitRequestFormParams(message=request.message, requested_schema=form_schema(request))
     return types.InputRequiredResult(
         input_requests={request.key: types.ElicitRequest(params=params)},
         request_state=json.dumps(payload["continuation"], separators=(",", ":")),
     )
 
 
-class StateSeal:
-    """The SDK's request-state protection, applied only to the calls that carry state.
+refused_request_state: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "fusion_nb_refused_request_state", default=False
+)
+"""Set while a tools/call whose state the SDK's boundary refused runs again without it."""
 
-    As server middleware (``RequestStateBoundary``) it would wrap every call; here
-    it runs on the few rounds that bring or mint a ``requestState`` (it uses the
-    boundary's own unseal/seal, so the claims, keys and checks are the SDK's).
+
+class FusionRequestStateBoundary(RequestStateBoundary):
+    """The SDK's ``RequestStateBoundary`` (server middleware, as its docs install it), refusing in one sentence.
+
+    The SDK's boundary seals and checks the state exactly as it always does; it
+    refuses a tampered, expired or foreign state with a bare JSON-RPC ``-32602``
+    (its documented wire shape, ``data={"reason": "invalid_request_state"}``). Here
+    that refusal becomes fusion-nb's one-sentence ``INVALID_INPUT`` tool result: the
+    request goes down the chain again without the state, flagged, and the
+    tools/call handler answers with the refusal, so the result gets the SDK's full
+    envelope. Subclassing only wraps the public ``__call__``.
     """
 
-    def __init__(self, server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> None:
-        security = RequestStateSecurity(keys=list(keys), ttl=ttl) if keys else RequestStateSecurity.ephemeral(ttl=ttl)
-        self._boundary = RequestStateBoundary(security, default_audience=server_name)
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Run the SDK's boundary; turn its refusal of a tools/call state into the tool refusal.
 
-    def open(self, ctx: Any) -> tuple[str, Any] | None:
-        """``(plaintext, binding)``, or ``None`` for a tampered, expired or foreign state."""
+        A request without state whose result needs no sealing (most calls) passes
+        straight through; a result that does is handed to the boundary's own
+        ``__call__`` to seal, so the SDK still owns every byte of the envelope.
+        """
+        params = ctx.params
+        if params is None or params.get("requestState") is None:
+            result = await call_next(ctx)
+            if not is_input_required(result):
+                return result
+            return await super().__call__(ctx, _returning(result))
         try:
-            return self._boundary._unseal(ctx)
-        except MCPError:
-            return None
+            return await super().__call__(ctx, call_next)
+        except MCPError as exc:
+            if not (
+                ctx.method == "tools/call"
+                and exc.code == INVALID_PARAMS
+                and exc.data == {"reason": "invalid_request_state"}
+                and params is not None
+                and params.get("requestState") is not None
+            ):
+                raise
+            stateless = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
+            token = refused_request_state.set(True)
+            try:
+                return await call_next(dataclasses.replace(ctx, params=stateless))
+            finally:
+                refused_request_state.reset(token)
 
-    def close(self, ctx: Any, result: types.InputRequiredResult, binding: Any) -> Any:
-        return self._boundary._seal_result(ctx, result, binding)
+
+def _returning(result: HandlerResult) -> CallNext:
+    """A ``call_next`` that hands back a result already computed (for the boundary to seal)."""
+
+    async def done(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return result
+
+    return done
+
+
+def state_boundary(server_name: str, *, keys: Sequence[bytes | str] | None, ttl: float) -> FusionRequestStateBoundary:
+    """The request-state middleware for a server named ``server_name`` (its audience)."""
+    security = RequestStateSecurity(keys=list(keys), ttl=ttl) if keys else RequestStateSecurity.ephemeral(ttl=ttl)
+    return FusionRequestStateBoundary(security, default_audience=server_name)
 
 
 def refused_state(name: str) -> dict[str, Any]:

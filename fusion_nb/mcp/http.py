@@ -13,33 +13,93 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from ..engine import Fusion
-from .server import build_server
+from .bounded import BoundedRequests
+from .server import mcp_server
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
+INSPECTOR_VERSION = "2.12.0"
+"""The MCP Inspector release printed in ready-to-paste commands; tests/interop pins and runs the same one."""
 
-class StaticTokenVerifier:
-    """Accepts exactly one bearer token (the SDK's ``TokenVerifier`` protocol)."""
 
-    def __init__(self, token: str, client_id: str = "fusion-nb-client") -> None:
-        self._token = token.encode()
-        self._client_id = client_id
+SINGLE_TOKEN_CLIENT = "fusion-nb-client"
+"""The client id of the one token ``http_app(token=...)`` accepts (named tokens use their names)."""
+
+TOKENS_ENV = "FUSION_NB_TOKENS"
+"""The environment variable ``tokens_from_env()`` reads: ``alice=<token>,ci=<token>``."""
+
+
+class NamedTokenVerifier:
+    """Accepts a set of bearer tokens, each its own client (the SDK's ``TokenVerifier`` protocol).
+
+    The name becomes the verified ``AccessToken.client_id``: handlers see who called
+    (``RequestInfo.access_token``), stateful sessions stay with their token's client,
+    and sealed request state is bound to it, so one client cannot resume another's
+    call. Every token is compared in constant time, all of them on every request.
+    """
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        if not tokens:
+            raise ValueError("tokens= needs at least one name=token pair.")
+        seen: set[str] = set()
+        for name, token in tokens.items():
+            if not name or not isinstance(name, str):
+                raise ValueError("every token needs a non-empty name (the client id it stands for).")
+            if not isinstance(token, str) or not token:
+                raise ValueError(f"the token named {name!r} is empty.")
+            if token in seen:
+                raise ValueError(f"the token named {name!r} is also given under another name; each must be unique.")
+            seen.add(token)
+        self._tokens = [(token.encode(), name) for name, token in tokens.items()]
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if hmac.compare_digest(token.encode(), self._token):
-            return AccessToken(token=token, client_id=self._client_id, scopes=[])
+        """The access token of the client ``token`` belongs to, or ``None`` (401)."""
+        offered = token.encode()
+        client = None
+        for secret, name in self._tokens:
+            if hmac.compare_digest(offered, secret):
+                client = name
+        return AccessToken(token=token, client_id=client, scopes=[]) if client is not None else None
+
+
+def tokens_from_env(variable: str = TOKENS_ENV) -> dict[str, str] | None:
+    """Named tokens from the environment (``alice=<token>,ci=<token>``), or ``None`` when unset.
+
+    For ``http_app(app, tokens=tokens_from_env())``; malformed entries raise ``ValueError``
+    naming the entry's position, never its secret.
+    """
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
         return None
+    tokens: dict[str, str] = {}
+    for position, entry in enumerate(raw.replace("\n", ",").split(","), start=1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, sep, token = entry.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise ValueError(f"{variable}: entry {position} is not name=token (expected alice=<token>,ci=<token>).")
+        if name.strip() in tokens:
+            raise ValueError(f"{variable}: the name {name.strip()!r} appears twice.")
+        tokens[name.strip()] = token.strip()
+    return tokens
 
 
 def transport_security(
@@ -60,10 +120,12 @@ def http_app(
     *,
     host: str = "127.0.0.1",
     token: str | None = None,
+    tokens: Mapping[str, str] | None = None,
     auth: bool = True,
     json_response: bool = False,
     stateless: bool = False,
     max_body_bytes: int = 1_000_000,
+    body_timeout: float = 30.0,
     allowed_hosts: Iterable[str] | None = None,
     allowed_origins: Iterable[str] | None = None,
     path: str = "/mcp",
@@ -74,28 +136,45 @@ def http_app(
 ) -> Starlette:
     """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
 
-    ``app.state.token`` holds the bearer token clients must send (``None`` with
-    ``auth=False``); ``app.state.server`` the SDK server. ``json_response=True``
+    Clients authenticate with a bearer token: either one ``token`` (generated when
+    neither is given; its client id is ``fusion-nb-client``) or named ``tokens``
+    (``{"alice": "...", "ci": "..."}``, see ``tokens_from_env``), each its own
+    client id. ``app.state.token`` holds the single token (``None`` with named
+    tokens or ``auth=False``), ``app.state.tokens`` the names and tokens accepted;
+    ``app.state.server`` the SDK server.
+
+    Bodies over ``max_body_bytes`` get 413; a body not complete within
+    ``body_timeout`` seconds gets 408; a client that disconnects early is one INFO
+    log line (logger ``fusion_nb.http``). ``GET /healthz`` answers 200 without auth. ``json_response=True``
     answers with plain JSON: no progress and no live elicitation there.
     ``stateless=True`` makes 2025-era sessions per-request (2026 is always
     per-request). Each call builds a fresh server: the SDK's session manager
     runs once per app.
     """
-    server = build_server(
+    server = mcp_server(
         app,
         progress_interval=progress_interval,
         telemetry=telemetry,
         request_state_keys=list(request_state_keys) if request_state_keys else None,
         request_state_ttl=request_state_ttl,
     )
-    if auth and token is None:
-        token = secrets.token_urlsafe(32)
+    if not body_timeout > 0:
+        raise ValueError(f"body_timeout must be a positive number of seconds, got {body_timeout!r}")
+    if token is not None and tokens is not None:
+        raise ValueError("pass token= (one client) or tokens= (named clients), not both.")
+    accepted: dict[str, str] = {}
+    if auth:
+        if tokens is not None:
+            accepted = dict(tokens)
+        else:
+            token = token if token is not None else secrets.token_urlsafe(32)
+            accepted = {SINGLE_TOKEN_CLIENT: token}
     options: dict[str, Any] = {}
     if auth:
         options["auth"] = AuthSettings(
-            issuer_url="http://localhost", resource_server_url=None, validate_token_resource=False
+            issuer_url=AnyHttpUrl("http://localhost"), resource_server_url=None, validate_token_resource=False
         )
-        options["token_verifier"] = StaticTokenVerifier(token)  # type: ignore[arg-type]
+        options["token_verifier"] = NamedTokenVerifier(accepted)
     asgi = server.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
@@ -105,6 +184,34 @@ def http_app(
         host=host,
         **options,
     )
-    asgi.state.token = token if auth else None
+    asgi.add_middleware(BoundedRequests, body_timeout=body_timeout)
+    asgi.state.token = token if auth and tokens is None else None
+    asgi.state.tokens = accepted
     asgi.state.server = server
+    asgi.state.server_mode = _server_mode(json_response=json_response, stateless=stateless)
     return asgi
+
+
+def _server_mode(*, json_response: bool, stateless: bool) -> str | None:
+    """The words naming a mode that leaves 2025-era calls no back channel (refusals quote them)."""
+    modes = [
+        *(["answers with single JSON responses (json_response=True)"] if json_response else []),
+        *(["keeps no 2025-11-25 sessions (stateless=True)"] if stateless else []),
+    ]
+    return " and ".join(modes) or None
+
+
+@contextlib.asynccontextmanager
+async def connect(url: str, token: str | None = None, *, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+    """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
+
+    ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
+    2026-07-28; ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The
+    HTTP client has the SDK's own defaults (30 s, 300 s reads for long streams).
+    """
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client

@@ -3,7 +3,7 @@
 Allocated only for calls whose request asked for progress. The engine offers events
 synchronously from the call's worker; a small sender task forwards the newest one at
 most once per ``interval`` seconds, and ``close()`` makes it send the last pending
-value at once so the client sees it before the result.
+value at once, then pause ``FINAL_SETTLE`` so the client handles it before the result.
 """
 
 from __future__ import annotations
@@ -12,8 +12,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from mcp.server.context import ServerRequestContext
 
 from ..engine import ProgressEvent
+from ._sdk import direct_progress_requested
+
+FINAL_SETTLE = 0.005
+"""Seconds between a call's last progress notification and its result.
+
+Written in order is not enough: the TypeScript SDK (1.x and 2.x) handles a
+notification one microtask later than a response, so when both arrive in one read
+the response wins and the client drops the final progress ("unknown token"). A
+short pause lets the notification reach the client in a read of its own; it is
+paid only by calls that asked for progress and still had a value to send.
+"""
 
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
@@ -56,22 +68,23 @@ class ProgressPump:
                 await self._report(event.percent, 100.0, event.message)
             if self._closing.is_set():
                 if self._pending is None:
+                    if event is not None:
+                        await anyio.sleep(FINAL_SETTLE)
                     return
                 continue
             with anyio.move_on_after(self._interval):
                 await self._closing.wait()
 
 
-def wants_progress(ctx: Any) -> bool:
+def wants_progress(ctx: ServerRequestContext[Any, Any], modern: bool) -> bool:
     """Whether the request asked for progress (so nothing is allocated when it did not).
 
     Stream and HTTP transports carry a progress token in ``_meta``. The 2026
     in-process direct path has no token: the caller's callback rides the dispatch
-    context instead, which the SDK exposes no public accessor for.
+    context instead, which only ``_sdk`` may look at (``modern``: the request speaks
+    2026-07-28, the only era with a direct path).
     """
     meta = ctx.meta
     if meta and meta.get("progress_token") is not None:
         return True
-    outbound = getattr(ctx.session, "_request_outbound", None)
-    outbound = getattr(outbound, "_inner", outbound)
-    return getattr(outbound, "_on_progress", None) is not None
+    return modern and direct_progress_requested(ctx.session)

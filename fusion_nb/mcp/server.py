@@ -1,4 +1,4 @@
-"""``build_server(app)``: the SDK's low-level ``Server`` serving a Fusion app.
+"""``mcp_server(app)``: the SDK's low-level ``Server`` serving a Fusion app.
 
 Handlers only translate: ``tools/list`` describes the registry, ``tools/call`` starts an
 engine call and waits for it. Cancellation needs no code here: when the SDK cancels
@@ -9,7 +9,7 @@ cancellation lands in ``call.wait()``, which aborts the engine call and re-raise
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +18,19 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import Fusion
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
-from .elicitation import StateSeal, channel_for, input_required, is_modern, refused_state, resumption
+from .elicitation import (
+    channel_for,
+    input_required,
+    refused_request_state,
+    refused_state,
+    resumption,
+    state_boundary,
+)
 from .progress import ProgressPump, wants_progress
 
 
@@ -39,19 +47,23 @@ class RequestInfo:
 
     @property
     def protocol_version(self) -> str:
+        """The era the request speaks (``2025-11-25`` or ``2026-07-28``)."""
         return self.context.protocol_version
 
     @property
     def request(self) -> Any:
+        """The Starlette request on HTTP, ``None`` on stdio and in memory."""
         return self.context.request
 
     @property
     def client_info(self) -> types.Implementation | None:
+        """The client's name and version, when it sent them."""
         params = self.context.session.client_params
         return params.client_info if params is not None else None
 
     @property
     def access_token(self) -> Any:
+        """The verified bearer token on authenticated HTTP (``client_id`` names the token), else ``None``."""
         from mcp.server.auth.middleware.auth_context import get_access_token
 
         return get_access_token()
@@ -73,12 +85,13 @@ class FusionServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        """The SDK's options, declaring ``tools.listChanged`` unless told otherwise."""
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
         )
 
 
-def build_server(
+def mcp_server(
     app: Fusion,
     *,
     progress_interval: float = 0.05,
@@ -112,33 +125,45 @@ def build_server(
         return tool.input_schema if tool is not None else None
 
     start = app.start
-    seal = StateSeal(app.name, keys=request_state_keys, ttl=request_state_ttl)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
+        # A requestState here is plaintext: the SDK's RequestStateBoundary (middleware) unsealed and checked it.
         info = RequestInfo(ctx) if app.context_factory is not None else None
-        resume = response = binding = None
+        resume = response = None
         if params.request_state:
-            opened = seal.open(ctx)
-            if opened is None:
-                return refused_state(params.name)
-            plaintext, binding = opened
-            resume, response = resumption(params, plaintext)
-        options = {
-            "request_info": info,
-            "channel": channel_for(ctx),
-            "resume": resume,
-            "response": response,
-            "inline": True,
-        }
-        if not wants_progress(ctx):
-            call = start(params.name, params.arguments, **options)
+            resume, response = resumption(params, params.request_state)
+        elif refused_request_state.get():
+            return refused_state(params.name)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        channel = channel_for(ctx, modern)
+        if not wants_progress(ctx, modern):
+            call = start(
+                params.name,
+                params.arguments,
+                request_info=info,
+                channel=channel,
+                resume=resume,
+                response=response,
+                inline=True,
+            )
             result = await call.wait()
         else:
             pump = ProgressPump(ctx.session.report_progress, progress_interval)
-            call = start(params.name, params.arguments, on_progress=pump.offer, **options)
-            if call.settled:
+            call = start(
+                params.name,
+                params.arguments,
+                on_progress=pump.offer,
+                request_info=info,
+                channel=channel,
+                resume=resume,
+                response=response,
+                inline=True,
+            )
+            if call.settled:  # it ran to the end inside start(): send what it reported, then the result
                 result = await call.wait()
+                pump.close()
+                await pump.run()
             else:
                 async with anyio.create_task_group() as group:
                     group.start_soon(pump.run)
@@ -147,10 +172,10 @@ def build_server(
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
         if result.input_required is not None:
-            return seal.close(ctx, input_required(result.input_required), binding)
+            return input_required(result.input_required)  # sealed on its way out by the boundary
         tool = call.tool
         return result_to_wire(
-            result, has_output_schema=tool is not None and tool.output_schema is not None, modern=is_modern(ctx)
+            result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )
 
     server = FusionServer(
@@ -161,8 +186,9 @@ def build_server(
         on_call_tool=call_tool,
         get_tool_input_schema=input_schema,
     )
-    if not telemetry:
-        server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
+    defaults = list(server.middleware) if telemetry else []
+    server.middleware = [*defaults, state_boundary(app.name, keys=request_state_keys, ttl=request_state_ttl)]
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier
@@ -179,14 +205,14 @@ def build_server(
 def _listen_weakly(app: Fusion, server: FusionServer, *callbacks: Any) -> None:
     """Subscribe to registry changes for as long as ``server`` lives (an app outlives many servers)."""
     ref = weakref.ref(server)
-    unsubscribe = None
+    subscription: list[Callable[[], None]] = []
 
     def listener() -> None:
         if ref() is None:
-            unsubscribe()
+            subscription[0]()
             return
         for callback in callbacks:
             callback()
 
-    unsubscribe = app.on_tools_changed(listener)
-    weakref.finalize(server, unsubscribe)
+    subscription.append(app.on_tools_changed(listener))
+    weakref.finalize(server, subscription[0])

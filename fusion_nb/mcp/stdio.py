@@ -1,28 +1,145 @@
 """stdio transport: ``serve_stdio(app)``, and ``python -m fusion_nb.mcp.stdio module:app``.
 
+``serve_stdio`` is the library entry the ``fusion-nb`` command builds on. It serves
+both protocol eras on this process's stdin/stdout through the SDK's ``stdio_server``
+and ends quietly however the client leaves:
+
+* stdin closed: the SDK cancels what still runs (handlers' ``finally`` blocks run)
+  and ``serve_stdio`` returns;
+* the client stopped reading (its end of our stdout closed): the next write fails
+  with a broken pipe; that is one INFO log line, what still runs is cancelled
+  (cleanup runs) and ``serve_stdio`` returns. stdin is read on the event loop from a
+  non-blocking pipe, not from a worker thread blocked in ``read()``, so nothing
+  waits for the client to close stdin as well.
+
 Run with ``python -u`` (or log to stderr): stray block-buffered prints would
 otherwise be flushed onto the wire when the server exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import logging
+import os
+import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.stdio import stdio_server
 
 from ..engine import Fusion
-from .server import build_server
+from .server import mcp_server
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 16
+
+
+class PipeLines:
+    """Lines read from a non-blocking file descriptor on the event loop (cancellable at any time).
+
+    ``stdio_server(stdin=...)`` iterates it with ``async for``; the SDK parses each line.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = bytearray()
+        self._eof = False
+
+    def __aiter__(self) -> PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        """The next line (with its newline), or ``StopAsyncIteration`` at end of input."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line.decode("utf-8", errors="replace")
+            if self._eof:
+                if not self._buffer:
+                    raise StopAsyncIteration
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line.decode("utf-8", errors="replace")
+            await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[PipeLines | None]:
+    """Take fd 0 for the protocol (handlers then read EOF from the null device); restore it after.
+
+    ``None`` when stdin is a regular file (no readiness to wait on): the SDK's own
+    thread reader serves that case.
+    """
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        yield None
+        return
+    if stat.S_ISREG(mode):
+        yield None
+        return
+    private = os.dup(0)
+    was_blocking = os.get_blocking(private)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.set_blocking(private, False)  # shared with fd 0's open file: restored below
+        yield PipeLines(private)
+    finally:
+        os.set_blocking(private, was_blocking)
+        os.dup2(private, 0)
+        os.close(private)
+        os.close(null)
+
+
+def _is_gone(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
 
 async def serve_stdio(app: Fusion, **options: Any) -> None:
-    """Serve ``app`` on this process's stdin/stdout until the client closes it (both eras)."""
-    server = build_server(app, **options)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    """Serve ``app`` on this process's stdin/stdout until the client leaves (both eras).
+
+    ``options`` go to ``mcp_server`` (``progress_interval``, ``request_state_keys`` ...).
+    Returns normally when the client closes stdin or stops reading stdout.
+    """
+    server = mcp_server(app, **options)
+    try:
+        with _claimed_stdin() as stdin:
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+    except BaseExceptionGroup as group:
+        gone, rest = group.split(_is_gone)
+        if rest is not None:
+            raise
+        assert gone is not None
+        log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")
+        _discard_stdout()
+    except (BrokenPipeError, ConnectionResetError):
+        log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")
+        _discard_stdout()
+
+
+def _discard_stdout() -> None:
+    """Point fd 1 at the null device: the interpreter's exit flush must not hit the broken pipe."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 def load_app(target: str) -> Fusion:
@@ -46,11 +163,14 @@ def load_app(target: str) -> Fusion:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import anyio
-
+    """``python -u -m fusion_nb.mcp.stdio module:app``: serve one app over stdio, exit 0 when the client leaves."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
         raise SystemExit("usage: python -u -m fusion_nb.mcp.stdio module:app")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     anyio.run(serve_stdio, load_app(args[0]))
 
 

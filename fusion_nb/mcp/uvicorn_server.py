@@ -2,6 +2,12 @@
 
 Plain ``uvicorn.Server.serve()`` installs its own SIGINT handler, which would steal
 the kernel's interrupt button; this subclass leaves signals alone.
+
+The listening socket is made here (so the port is known before the server task
+runs), which makes it this module's job to get TCP right: asyncio turns on
+``TCP_NODELAY`` only for sockets whose protocol is ``IPPROTO_TCP``, and a socket
+created as plain ``SOCK_STREAM`` reports protocol 0. Without ``TCP_NODELAY`` every
+small response waits for the client's delayed ACK (~40 ms per call on Linux).
 """
 
 from __future__ import annotations
@@ -9,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 
 class InLoopServer(uvicorn.Server):
@@ -19,22 +25,32 @@ class InLoopServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        """Leave the host's signal handlers alone (the kernel's interrupt button keeps working)."""
         yield
 
 
 def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound, listening socket (``port=0``: a free one); clients may connect at once."""
+    """A bound, listening TCP socket (``port=0``: a free one); clients may connect at once.
+
+    Created as ``IPPROTO_TCP`` and with ``TCP_NODELAY`` set, so every accepted
+    connection answers without Nagle's delay (accepted sockets inherit both).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
-def in_loop_server(asgi: Any, **config: Any) -> InLoopServer:
+def in_loop_server(asgi: ASGIApp, **config: object) -> InLoopServer:
     """An ``InLoopServer`` for ``asgi``; run it with ``await server.serve(sockets=[sock])``."""
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
-    return InLoopServer(uvicorn.Config(asgi, **config))
+    return InLoopServer(uvicorn.Config(asgi, **config))  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..engine import Fusion
-from ..mcp.http import http_app
+from ..mcp.http import INSPECTOR_VERSION, http_app
 from ..mcp.uvicorn_server import in_loop_server, listening_socket
 
 
@@ -48,14 +48,10 @@ class KernelServer:
     @contextlib.asynccontextmanager
     async def client(self, mode: str = "auto", **options: Any) -> AsyncIterator[Any]:
         """An SDK ``mcp.Client`` connected to this server with its token (``mode="legacy"``: 2025 era)."""
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        from ..mcp import connect
 
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
-                yield client
+        async with connect(self.url, self.token, mode=mode, **options) as client:
+            yield client
 
     def snippets(self) -> str:
         """Ready-to-paste client configuration."""
@@ -65,7 +61,9 @@ class KernelServer:
         }
         remote = ["mcp-remote", self.url] + (["--header", f"Authorization: Bearer {self.token}"] if self.token else [])
         claude = {"mcpServers": {"fusion-nb": {"command": "npx", "args": remote}}}
-        inspector = f"npx @modelcontextprotocol/inspector --cli {self.url} --transport http --method tools/list"
+        # Pinned: an unpinned npx resolves to Inspector 0.15 on Node 20, which has no --header.
+        inspector = f"npx -y @modelcontextprotocol/inspector@{INSPECTOR_VERSION} --cli {self.url}"
+        inspector += " --transport http --method tools/list"
         if self.token:
             inspector += f' --header "Authorization: Bearer {self.token}"'
         return "\n".join(

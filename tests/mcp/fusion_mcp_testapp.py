@@ -73,6 +73,12 @@ def make_app(name: str = "mcp-test") -> tuple[Fusion, Probe]:
             await anyio.lowlevel.checkpoint()
         yield respond("flooded")
 
+    @f.action("burst").describe("Yield 10,000 progress steps without pausing.").handle
+    async def burst(input, ctx):
+        for step in range(1, 10_001):
+            yield progress(step / 100)
+        yield respond("burst")
+
     @f.action("noisy").describe("Progress that goes back and forth.").handle
     async def noisy(input, ctx):
         for value in (10, 5, 10, 30, 20, 30, 60, 100):

@@ -1,5 +1,26 @@
-"""Module the stdio tests run as a subprocess: ``python -u -m fusion_nb.mcp.stdio stdio_app:app``."""
+"""Module the stdio tests run as a subprocess: ``python -u -m fusion_nb.mcp.stdio stdio_app:app``.
 
+``linger`` reports progress, then waits until cancelled; its cleanup writes the
+file named by ``FUSION_NB_TEST_CLEANUP_MARK`` so a test outside the process can see it ran.
+"""
+
+import os
+from pathlib import Path
+
+import anyio
 from fusion_mcp_testapp import make_app
 
+from fusion_nb import progress
+
 app, probe = make_app("mcp-stdio-test")
+
+
+@app.f.action("linger").describe("Report progress, then wait until cancelled; cleanup leaves a mark.").handle
+async def linger(input, ctx):
+    yield progress(1, "entered")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        mark = os.environ.get("FUSION_NB_TEST_CLEANUP_MARK")
+        if mark:
+            Path(mark).write_text("cleaned")

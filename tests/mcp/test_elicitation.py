@@ -8,7 +8,7 @@ from eras import ERAS, client_for
 from fusion_mcp_testapp import make_app
 from mcp import Client, types
 
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +34,7 @@ def person(answers: dict, seen: list):
 async def call(era, name, args, answers=None, seen=None, app=None):
     app = app or make_app()[0]
     options = {"elicitation_callback": person(answers, seen if seen is not None else [])} if answers is not None else {}
-    async with client_for(build_server(app), era, **options) as client:
+    async with client_for(mcp_server(app), era, **options) as client:
         return await client.call_tool(name, args)
 
 
@@ -123,7 +123,7 @@ async def retry(client, state, args=None):
 
 async def test_request_state_is_sealed_and_round_trips():
     app, _ = make_app()
-    async with manual(build_server(app)) as client:
+    async with manual(mcp_server(app)) as client:
         first = await first_round(client)
         assert first.request_state.startswith("v1.") and "inv-7" not in first.request_state
         assert list(first.input_requests) == ["confirm"]
@@ -134,25 +134,50 @@ async def test_request_state_is_sealed_and_round_trips():
 @pytest.mark.parametrize("how", ["tampered", "foreign arguments", "other keys", "expired"])
 async def test_a_bad_request_state_is_refused_in_one_sentence(how):
     app, _ = make_app()
-    minting = build_server(app, request_state_keys=[KEY], request_state_ttl=1e-6 if how == "expired" else 600)
+    minting = mcp_server(app, request_state_keys=[KEY], request_state_ttl=1e-6 if how == "expired" else 600)
     async with manual(minting) as client:
         state = (await first_round(client)).request_state
     args = {"id": "inv-8"} if how == "foreign arguments" else None
     if how == "tampered":
         state = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
-    checking = build_server(app, request_state_keys=[b"o" * 32 if how == "other keys" else KEY])
+    checking = mcp_server(app, request_state_keys=[b"o" * 32 if how == "other keys" else KEY])
     async with manual(checking) as client:
         refused = await retry(client, state, args)
     assert refused.is_error
     assert refused.content[0].text.startswith(
-        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call.'
+        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, '
+        "has expired, or belongs to another call."
     )
 
 
 async def test_processes_sharing_keys_accept_each_others_state():
     app, _ = make_app()
-    async with manual(build_server(app, request_state_keys=[KEY])) as one:
+    async with manual(mcp_server(app, request_state_keys=[KEY])) as one:
         state = (await first_round(one)).request_state
-    async with manual(build_server(app, request_state_keys=[b"n" * 32, KEY])) as other:  # rotated ring still unseals
+    async with manual(mcp_server(app, request_state_keys=[b"n" * 32, KEY])) as other:  # rotated ring still unseals
         done = await retry(other, state)
     assert done.content[0].text == "refunded inv-7"
+
+
+async def test_a_failing_client_handler_is_elicitation_failed_with_its_message():
+    """The client declared elicitation, so a failure is its handler's, not a missing capability (2025 live)."""
+
+    async def broken(context, params):
+        raise RuntimeError("form renderer crashed")
+
+    async with client_for(mcp_server(make_app()[0]), "2025-memory", elicitation_callback=broken) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith('[ELICITATION_FAILED] Tool "billing.refund" asked for input and the client'), text
+    assert "form renderer crashed" in text and "Traceback" not in text
+
+
+async def test_a_client_handler_returning_an_error_is_elicitation_failed():
+    async def refuses(context, params):
+        return types.ErrorData(code=-32000, message="The user closed the window.")
+
+    async with client_for(mcp_server(make_app()[0]), "2025-memory", elicitation_callback=refuses) as client:
+        result = await client.call_tool("billing.refund", {"id": "inv-7"})
+    assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
+    assert "The user closed the window." in result.content[0].text

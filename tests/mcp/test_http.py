@@ -5,67 +5,23 @@ asyncio only: uvicorn runs on asyncio.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import itertools
 import json
 
 import anyio
 import httpx
 import pytest
 from fusion_mcp_testapp import make_app
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from http_serving import INIT, JSON_HEADERS, serve
 
 from fusion_nb.mcp import http_app
-from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
 pytestmark = pytest.mark.anyio
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
-JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-class Served:
-    def __init__(self, url, token, app, probe):
-        self.url, self.token, self.app, self.probe = url, token, app, probe
-
-    def headers(self, **extra):
-        return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
-
-    @contextlib.asynccontextmanager
-    async def client(self, mode="auto", token=None, **options):
-        headers = {"Authorization": f"Bearer {token or self.token}"}
-        async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
-                yield client
-
-
-@contextlib.asynccontextmanager
-async def serve(**options):
-    app, probe = make_app("mcp-http-test")
-    asgi = http_app(app, **options)
-    sock = listening_socket()
-    port = sock.getsockname()[1]
-    server = in_loop_server(asgi)
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe)
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-        await app.aclose()
 
 
 @pytest.fixture
@@ -137,7 +93,7 @@ async def test_authorised_call_with_progress(served, mode):
         failed = await client.call_tool("boom", {})
     assert result.structured_content == {"result": "over http"}
     assert noisy.content[0].text == "done"
-    assert seen and seen[-1] == 100 and all(a < b for a, b in zip(seen, seen[1:]))
+    assert seen and seen[-1] == 100 and all(a < b for a, b in itertools.pairwise(seen))
     assert who.structured_content["http"] is True
     assert who.structured_content["token_client"] == "fusion-nb-client"
     assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED]")
@@ -225,4 +181,97 @@ async def test_json_response_mode_answers_input_requests_the_2026_way():
         async with s.client("auto", elicitation_callback=approve) as client:
             modern = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert legacy.is_error and legacy.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+    assert "this server answers with single JSON responses (json_response=True)" in legacy.content[0].text
+    assert "keeps no 2025-11-25 sessions (stateless=True)" in legacy.content[0].text
+    assert "Serve with http_app(json_response=False, stateless=False)" in legacy.content[0].text
     assert modern.content[0].text == "refunded inv-7"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"json_response": True}, "(json_response=True)"),
+        ({"stateless": True}, "(stateless=True)"),
+    ],
+)
+async def test_a_mode_without_back_channel_is_named_in_the_refusal(options, named):
+    """The client declared elicitation: the refusal blames the server's mode and says how to change it."""
+    from mcp import types
+
+    async def approve(context, params):
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with serve(**options) as s, s.client("legacy", elicitation_callback=approve) as client:
+        refused = await client.call_tool("billing.refund", {"id": "inv-7"})
+    text = refused.content[0].text
+    assert refused.is_error and text.startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input, but')
+    assert named in text and "no way to ask a 2025-11-25 client" in text
+    assert "this caller has no way" not in text
+
+
+TOKENS = {"alice": "alice-" + "a" * 32, "ci": "ci-" + "c" * 32}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_each_named_token_is_its_own_client(mode):
+    async with serve(tokens=TOKENS) as served:
+        assert served.asgi.state.token is None and served.asgi.state.tokens == TOKENS
+        for name, token in TOKENS.items():
+            async with served.client(mode, token=token) as client:
+                who = await client.call_tool("whoami", {})
+            assert who.structured_content["token_client"] == name
+        async with httpx.AsyncClient() as http:
+            wrong = await http.post(served.url, json=INIT, headers={**JSON_HEADERS, "Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+
+
+async def test_request_state_minted_for_one_token_is_refused_under_another():
+    from mcp import types
+
+    async def unused(context, params):
+        raise AssertionError("the test drives the rounds")
+
+    answer = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+    async with serve(tokens=TOKENS) as served:
+        async with served.client("auto", token=TOKENS["alice"], elicitation_callback=unused) as alice:
+            first = await alice.session.call_tool("billing.refund", {"id": "inv-7"}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+        async with served.client("auto", token=TOKENS["ci"], elicitation_callback=unused) as ci:
+            stolen = await ci.session.call_tool(
+                "billing.refund",
+                {"id": "inv-7"},
+                input_responses=answer,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        async with served.client("auto", token=TOKENS["alice"], elicitation_callback=unused) as alice:
+            resumed = await alice.session.call_tool(
+                "billing.refund",
+                {"id": "inv-7"},
+                input_responses=answer,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+    assert stolen.is_error and "belongs to another call" in stolen.content[0].text
+    assert resumed.content[0].text == "refunded inv-7"
+
+
+def test_tokens_from_the_environment(monkeypatch):
+    from fusion_nb.mcp.http import tokens_from_env
+
+    monkeypatch.delenv("FUSION_NB_TOKENS", raising=False)
+    assert tokens_from_env() is None
+    monkeypatch.setenv("FUSION_NB_TOKENS", f" alice={TOKENS['alice']}, ci={TOKENS['ci']} ")
+    assert tokens_from_env() == TOKENS
+    monkeypatch.setenv("FUSION_NB_TOKENS", f"alice={TOKENS['alice']},broken")
+    with pytest.raises(ValueError, match=r"FUSION_NB_TOKENS: entry 2 is not name=token") as refused:
+        tokens_from_env()
+    assert TOKENS["alice"] not in str(refused.value)
+
+
+def test_token_options_are_checked():
+    app, _ = make_app()
+    with pytest.raises(ValueError, match="not both"):
+        http_app(app, token="x" * 32, tokens=TOKENS)
+    with pytest.raises(ValueError, match="each must be unique"):
+        http_app(app, tokens={"a": "same-token-value", "b": "same-token-value"})

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import mcp_types as types
 import pytest
 from eras import ERAS, client_for
 from fusion_mcp_testapp import EchoOut
 
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +22,7 @@ def era(request):
 
 async def test_lists_tools_with_schemas_and_annotations(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(listed) == {tool.name for tool in app.tools}
     echo = listed["echo"]
@@ -36,7 +38,7 @@ async def test_lists_tools_with_schemas_and_annotations(app_probe, era):
 
 async def test_call_returns_text_and_structured_content(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("echo", {"text": "hello"})
         picture = await client.call_tool("picture", {})
     assert not result.is_error
@@ -50,7 +52,7 @@ async def test_call_returns_text_and_structured_content(app_probe, era):
 
 async def test_request_info_reaches_context_factory(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("whoami", {})
     expected = "2025-11-25" if era == "2025-memory" else "2026-07-28"
     assert result.structured_content["protocol"] == expected
@@ -65,12 +67,12 @@ async def test_progress_arrives_with_a_token_and_ends_at_100(app_probe, era):
     async def on_progress(value, total, message):
         seen.append(value)
 
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("noisy", {}, progress_callback=on_progress)
     assert result.content[0].text == "done"
     assert seen, "no progress notification arrived"
     assert seen[-1] == 100
-    assert all(a < b for a, b in zip(seen, seen[1:])), f"progress not strictly increasing: {seen}"
+    assert all(a < b for a, b in itertools.pairwise(seen)), f"progress not strictly increasing: {seen}"
 
 
 # the 2026 direct path has no wire to observe; test_progress_unit checks that no pump is allocated there
@@ -82,7 +84,7 @@ async def test_no_progress_without_a_token(app_probe, era):
     async def on_message(message):
         messages.append(message)
 
-    async with client_for(build_server(app), era, message_handler=on_message) as client:
+    async with client_for(mcp_server(app), era, message_handler=on_message) as client:
         await client.call_tool("noisy", {})
         # a call with a token on the same connection proves notifications do reach the handler
         await client.call_tool("noisy", {}, progress_callback=_ignore)
@@ -105,7 +107,7 @@ async def test_flood_is_coalesced_and_the_last_value_is_sent(app_probe, era):
         seen.append(value)
 
     # An interval no run can reach: after the first notification only the flush may send.
-    async with client_for(build_server(app, progress_interval=3600), era) as client:
+    async with client_for(mcp_server(app, progress_interval=3600), era) as client:
         result = await client.call_tool("flood", {}, progress_callback=on_progress)
     assert result.content[0].text == "flooded"
     assert 1 <= len(seen) <= 2, f"{len(seen)} notifications for 1000 yields"
@@ -119,16 +121,16 @@ async def test_flood_with_default_interval_stays_increasing(app_probe, era):
     async def on_progress(value, total, message):
         seen.append(value)
 
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         await client.call_tool("flood", {}, progress_callback=on_progress)
     assert seen[-1] == 100
     assert len(seen) < 1000
-    assert all(a < b for a, b in zip(seen, seen[1:]))
+    assert all(a < b for a, b in itertools.pairwise(seen))
 
 
 async def test_cancelling_the_client_call_aborts_the_engine_call(app_probe, era):
     app, probe = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "stall", {})
@@ -143,7 +145,7 @@ async def test_cancelling_the_client_call_aborts_the_engine_call(app_probe, era)
 
 async def test_tool_error_is_an_error_result_with_one_sentence(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("boom", {})
     assert result.is_error
     text = result.content[0].text
@@ -155,7 +157,7 @@ async def test_tool_error_is_an_error_result_with_one_sentence(app_probe, era):
 
 async def test_invalid_input_is_an_error_result_naming_the_field(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("echo", {"text": 42})
     assert result.is_error
     text = result.content[0].text
@@ -165,7 +167,7 @@ async def test_invalid_input_is_an_error_result_naming_the_field(app_probe, era)
 
 async def test_error_on_a_tool_with_output_schema_passes_client_validation(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         await client.list_tools()
         result = await client.call_tool("typed_boom", {})
     assert result.is_error
@@ -175,17 +177,17 @@ async def test_error_on_a_tool_with_output_schema_passes_client_validation(app_p
 
 async def test_unexpected_exception_is_internal_error_without_traceback(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("crash", {})
     assert result.is_error
     text = result.content[0].text
-    assert text.startswith("[INTERNAL_ERROR]") and "ValueError: disk on fire" in text
+    assert text.startswith("[INTERNAL_ERROR]") and "ValueError" in text  # the class; the engine decides the rest
     assert "Traceback" not in text and "\n" not in text
 
 
 async def test_unknown_tool_is_an_error_result(app_probe, era):
     app, _ = app_probe
-    async with client_for(build_server(app), era) as client:
+    async with client_for(mcp_server(app), era) as client:
         result = await client.call_tool("nope", {})
     assert result.is_error
     assert result.content[0].text.startswith('[UNKNOWN_TOOL] There is no tool named "nope"')
@@ -199,7 +201,7 @@ async def test_tools_list_changed_after_registering_a_tool(app_probe, era):
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
 
-    server = build_server(app)
+    server = mcp_server(app)
     async with client_for(server, era, message_handler=on_message) as client:
         before = {tool.name for tool in (await client.list_tools()).tools}
         assert "late" not in before

@@ -8,7 +8,8 @@ import pytest
 from eras import ERAS, client_for
 
 from fusion_nb import progress
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.elicitation import is_modern
 from fusion_nb.mcp.progress import ProgressPump, wants_progress
 
 pytestmark = pytest.mark.anyio
@@ -59,10 +60,10 @@ async def test_a_pump_is_wanted_only_when_the_request_asks_for_progress(app_prob
 
     async def record(ctx, call_next):  # an SDK server middleware sees the handler's own context
         if ctx.method == "tools/call":
-            decisions.append(wants_progress(ctx))
+            decisions.append(wants_progress(ctx, is_modern(ctx)))
         return await call_next(ctx)
 
-    server = build_server(app)
+    server = mcp_server(app)
     server.middleware.append(record)
 
     async def on_progress(value, total, message):
@@ -76,8 +77,9 @@ async def test_a_pump_is_wanted_only_when_the_request_asks_for_progress(app_prob
 
 async def test_telemetry_middleware_is_off_unless_asked_for(app_probe):
     app, _ = app_probe
-    assert [type(m).__name__ for m in build_server(app).middleware] == []
-    assert [type(m).__name__ for m in build_server(app, telemetry=True).middleware] == ["OpenTelemetryMiddleware"]
+    state = ["FusionRequestStateBoundary"]
+    assert [type(m).__name__ for m in mcp_server(app).middleware] == state
+    assert [type(m).__name__ for m in mcp_server(app, telemetry=True).middleware] == ["OpenTelemetryMiddleware", *state]
 
 
 def test_wire_results_are_valid_sdk_results():

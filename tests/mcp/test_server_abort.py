@@ -5,7 +5,7 @@ import anyio
 import pytest
 from eras import ERAS, client_for
 
-from fusion_nb.mcp import build_server
+from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 async def test_server_side_cancel_answers_the_client(app_probe, era):
     app, probe = app_probe
     results = []
-    async with client_for(build_server(app), era) as client, anyio.create_task_group() as group:
+    async with client_for(mcp_server(app), era) as client, anyio.create_task_group() as group:
 
         async def calling():
             results.append(await client.call_tool("stall", {}))

@@ -1,29 +1,24 @@
-"""The app served over stdio by a real subprocess (``python -u -m fusion_nb.mcp.stdio``), both eras."""
+"""The app served over stdio by a real subprocess (the ``stdio_command`` fixture), both eras.
+
+The SDK client covers the protocol; raw pipes cover how the process ends: a client
+closing stdin or no longer reading stdout ends it with exit 0, at most one log
+line, and the running handler's cleanup done.
+"""
 
 from __future__ import annotations
 
-import sys
+import itertools
+import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
+from stdio_serving import ECHO, INITIALIZE, open_raw
 
 pytestmark = pytest.mark.anyio
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 MODES = {"2025-stdio": "legacy", "2026-stdio": "auto"}
-
-
-def stdio_client(era: str, **options) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-u", "-m", "fusion_nb.mcp.stdio", "stdio_app:app"],
-        env={"PYTHONPATH": f"{HERE}:{REPO}"},
-        cwd=str(REPO),
-    )
-    return Client(params, mode=MODES[era], **options)
 
 
 @pytest.fixture(params=list(MODES))
@@ -31,7 +26,15 @@ def era(request):
     return request.param
 
 
-async def test_list_call_progress_and_errors(era):
+@pytest.fixture
+def stdio_client(stdio_command):
+    def connect(era: str, **options) -> Client:
+        return Client(stdio_command.params(), mode=MODES[era], **options)
+
+    return connect
+
+
+async def test_list_call_progress_and_errors(era, stdio_client):
     seen: list[float] = []
 
     async def on_progress(value, total, message):
@@ -48,12 +51,12 @@ async def test_list_call_progress_and_errors(era):
         assert noisy.content[0].text == "done"
         failed = await client.call_tool("boom", {})
         invalid = await client.call_tool("echo", {})
-    assert seen and seen[-1] == 100 and all(a < b for a, b in zip(seen, seen[1:]))
+    assert seen and seen[-1] == 100 and all(a < b for a, b in itertools.pairwise(seen))
     assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED] The daily quota is used up.")
     assert invalid.is_error and invalid.content[0].text.startswith("[INVALID_INPUT]")
 
 
-async def test_cancelling_the_call_runs_the_handlers_cleanup(era):
+async def test_cancelling_the_call_runs_the_handlers_cleanup(era, stdio_client):
     entered = anyio.Event()
 
     async def on_progress(value, total, message):
@@ -71,7 +74,7 @@ async def test_cancelling_the_call_runs_the_handlers_cleanup(era):
     assert cleaned.content[0].text == "cleaned"
 
 
-async def test_refund_flow_and_unsupported_elicitation(era):
+async def test_refund_flow_and_unsupported_elicitation(era, stdio_client):
     from mcp import types
 
     async def approve(context, params):
@@ -83,3 +86,51 @@ async def test_refund_flow_and_unsupported_elicitation(era):
     async with stdio_client(era) as client:
         refused = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert refused.is_error and refused.content[0].text.startswith("[ELICITATION_UNSUPPORTED]")
+
+
+@pytest.fixture
+async def raw_server(stdio_command, tmp_path):
+    mark = tmp_path / "cleaned"
+    async with open_raw(stdio_command, FUSION_NB_TEST_CLEANUP_MARK=str(mark)) as server:
+        yield server, mark
+
+
+async def test_closing_stdin_at_once_exits_0_silently(raw_server):
+    """No RuntimeWarning from ``python -m`` (the package imports submodules lazily), no traceback."""
+    server, _ = raw_server
+    await server.send(INITIALIZE)
+    assert (await server.receive())["result"]["serverInfo"]["name"] == "mcp-stdio-test"
+    await server.process.stdin.aclose()
+    assert await server.exit() == (0, [])
+
+
+async def test_closing_stdin_mid_call_runs_cleanup_and_exits_0(raw_server):
+    server, mark = raw_server
+    await server.start_linger()
+    await server.process.stdin.aclose()
+    assert await server.exit() == (0, [])
+    assert mark.read_text() == "cleaned"
+
+
+async def test_a_client_that_stops_reading_ends_the_server_with_one_line(raw_server):
+    server, mark = raw_server
+    await server.start_linger()
+    server.stop_reading()  # the next write hits a broken pipe
+    await server.send(ECHO)
+    code, lines = await server.exit()  # stdin is still open: the server must not wait for it
+    assert code == 0
+    assert len(lines) <= 1, lines
+    assert mark.read_text() == "cleaned"
+
+
+def test_the_stdio_module_keeps_working_as_documented():
+    """``python -m fusion_nb.mcp.stdio`` without a target prints its usage and exits non-zero."""
+    done = subprocess.run(
+        [__import__("sys").executable, "-m", "fusion_nb.mcp.stdio"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent.parent,
+    )
+    assert done.returncode != 0 and "usage: python -u -m fusion_nb.mcp.stdio module:app" in done.stderr
+    assert "RuntimeWarning" not in done.stderr

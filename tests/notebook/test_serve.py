@@ -6,18 +6,17 @@ import re
 import anyio
 import httpx
 import pytest
-from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp import types
+
+from fusion_nb.mcp import connect as connect_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
 
 @contextlib.asynccontextmanager
 async def connect(url, token, mode, **options):
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
-            yield client
+    async with connect_http(url, token, mode=mode, **options) as client:
+        yield client
 
 
 async def serve(kernel):
@@ -37,7 +36,7 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
     for snippet in (
         '"mcpServers"',
         '"servers"',
-        "@modelcontextprotocol/inspector --cli",
+        "npx -y @modelcontextprotocol/inspector@2.12.0 --cli",
         f"Authorization: Bearer {token}",
     ):
         assert snippet in served.stdout

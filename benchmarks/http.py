@@ -1,0 +1,348 @@
+"""MCP over real HTTP on loopback: fusion-nb against the SDK's bare low-level server and FastMCP.
+
+Each server runs in its own process under uvicorn on 127.0.0.1 and serves the same
+``echo`` tool (text block plus structured content ``{"result": text}`` with an output
+schema, as in ``benchmarks/mcp.py``):
+
+* ``fusion-nb http_app``: ``fusion_nb.mcp.http_app(app)`` with its defaults (bearer
+  token, DNS-rebinding checks, body limits), uvicorn binding the port itself;
+* ``fusion-nb kernel socket``: the same app on the socket ``%fusion serve`` makes
+  (``listening_socket`` + ``InLoopServer``);
+* ``fusion-nb, auth=False``: ``http_app(app, auth=False)``, to compare like with like
+  (the SDK and FastMCP rows verify no token);
+* ``SDK lowlevel``: the SDK's bare low-level ``Server`` (its default middleware)
+  and its own ``streamable_http_app()``, no auth;
+* ``FastMCP``: ``FastMCP.http_app()``, no auth.
+
+The load generator is this process: a minimal HTTP/1.1 client over raw asyncio
+sockets (keep-alive, one connection per client), so the client's own cost stays
+small next to the servers'. Two wires: 2026-07-28 (every call one stateless POST)
+and 2025-11-25 (a session per client: ``initialize``, then one POST per call).
+Measures, interleaved per round in rotating order so machine noise hits all alike:
+1 client sequential (p50, p99) and 32 concurrent clients (calls/s). Read the ratios.
+
+Run: ``.venv/bin/python benchmarks/http.py [--calls N] [--rounds N] [--clients N]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# This file's folder holds mcp.py: when run as a script it would shadow the SDK package.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse
+import asyncio
+import contextlib
+import json
+import socket
+import statistics
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+SERVERS = ["fusion-nb http_app", "fusion-nb kernel socket", "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
+BASELINE = "SDK lowlevel"
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+
+
+class EchoOut(BaseModel):
+    """The echo tool's output model (same shape for every server)."""
+
+    result: str
+
+
+INPUT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+# ---- the servers (each runs in a child process: ``benchmarks/http.py --serve NAME``) ----
+
+
+def fusion_asgi(token: str | None) -> Any:
+    """fusion-nb's HTTP app with its defaults (bearer token included; ``None``: no auth)."""
+    from fusion_nb import Fusion
+    from fusion_nb.mcp import http_app
+
+    app = Fusion("bench-fusion")
+
+    @app.f.query("echo").with_string("text").returns(EchoOut).handle
+    async def echo(input: Any, ctx: Any) -> EchoOut:
+        return EchoOut(result=input.text)
+
+    return http_app(app, token=token) if token is not None else http_app(app, auth=False)
+
+
+def sdk_asgi() -> Any:
+    """The SDK's bare low-level server and its own Streamable HTTP app."""
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+
+    tool = types.Tool(name="echo", input_schema=INPUT_SCHEMA, output_schema=EchoOut.model_json_schema())
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        data = {"result": params.arguments["text"]}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(data))], structured_content=data)
+
+    return Server("bench-bare", on_list_tools=list_tools, on_call_tool=call_tool).streamable_http_app(host="127.0.0.1")
+
+
+def fastmcp_asgi() -> Any:
+    """FastMCP's HTTP app."""
+    from fastmcp import FastMCP
+
+    mcp = FastMCP("bench-fastmcp")
+
+    @mcp.tool
+    def echo(text: str) -> EchoOut:
+        return EchoOut(result=text)
+
+    return mcp.http_app(path="/mcp")
+
+
+def serve(name: str, token: str) -> None:
+    """Child process: serve ``name`` on a free loopback port, print the port, run until killed."""
+    import uvicorn
+
+    async def main() -> None:
+        if name == "fusion-nb kernel socket":
+            from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
+
+            sock = listening_socket()
+            print(sock.getsockname()[1], flush=True)
+            await in_loop_server(fusion_asgi(token)).serve(sockets=[sock])
+            return
+        asgi = {
+            "fusion-nb http_app": lambda: fusion_asgi(token),
+            "fusion-nb, auth=False": lambda: fusion_asgi(None),
+            "SDK lowlevel": sdk_asgi,
+            "FastMCP": fastmcp_asgi,
+        }
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        server = uvicorn.Server(uvicorn.Config(asgi[name](), host="127.0.0.1", port=port, log_level="warning"))
+        print(port, flush=True)
+        await server.serve()
+
+    asyncio.run(main())
+
+
+# ---- the load generator: HTTP/1.1 keep-alive over raw asyncio sockets ----
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection sending MCP POSTs and reading whole responses."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port, self.token = port, token
+        self.session: str | None = None
+
+    async def open(self) -> None:
+        """Connect (with ``TCP_NODELAY``, as any HTTP client library does)."""
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.writer.close()
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
+        """POST one JSON-RPC message; the response headers and whole body."""
+        lines = [
+            "POST /mcp HTTP/1.1",
+            f"Host: 127.0.0.1:{self.port}",
+            f"Authorization: Bearer {self.token}",
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+            f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
+        if self.session:
+            lines.append(f"Mcp-Session-Id: {self.session}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status, *fields = head.decode("latin-1").split("\r\n")
+        if " 200 " not in status + " " and " 202 " not in status + " ":
+            raise RuntimeError(f"{status.strip()} from port {self.port}")
+        response = {k.lower(): v.strip() for k, _, v in (f.partition(":") for f in fields if f)}
+        if "content-length" in response:
+            return response, await self.reader.readexactly(int(response["content-length"]))
+        chunks = b""
+        while True:  # chunked (SSE responses)
+            size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
+            chunk = await self.reader.readexactly(size + 2)
+            if size == 0:
+                return response, chunks
+            chunks += chunk[:-2]
+
+
+@dataclass
+class Wire:
+    """How one wire frames a call: headers and the JSON-RPC body."""
+
+    version: str
+
+    def call_body(self, number: int) -> bytes:
+        """The ``tools/call`` request for ``echo``."""
+        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}}
+        if self.version == MODERN:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+            }
+        return json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}).encode()
+
+    def headers(self) -> dict[str, str]:
+        """The wire's per-call headers."""
+        if self.version == MODERN:
+            return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+        return {"MCP-Protocol-Version": LEGACY}
+
+    async def connect(self, port: int, token: str) -> Connection:
+        """A connection ready to call (2025: with its session initialized)."""
+        connection = Connection(port, token)
+        await connection.open()
+        if self.version == LEGACY:
+            init = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+            }
+            response, _ = await connection.post(json.dumps(init).encode(), {})
+            connection.session = response.get("mcp-session-id")
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await connection.post(json.dumps(note).encode(), {"MCP-Protocol-Version": LEGACY})
+        return connection
+
+    async def call(self, connection: Connection, number: int) -> None:
+        """One call; fails loudly on anything but the echoed result."""
+        _, body = await connection.post(self.call_body(number), self.headers())
+        if b'"result"' not in body or b"hello" not in body:
+            raise RuntimeError(f"unexpected answer: {body[:200]!r}")
+
+
+@contextlib.asynccontextmanager
+async def servers(token: str) -> AsyncIterator[dict[str, int]]:
+    """Start every server in its own process; their ports by name."""
+    processes: dict[str, subprocess.Popen[str]] = {}
+    ports: dict[str, int] = {}
+    try:
+        for name in SERVERS:
+            process = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--serve", name, "--token", token],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            processes[name] = process
+            assert process.stdout is not None
+            ports[name] = int(process.stdout.readline())
+        yield ports
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            process.wait(10)
+
+
+async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[float]:
+    """One client, ``calls`` calls in a row: each call's latency."""
+    connection = await wire.connect(port, token)
+    clock = time.perf_counter
+    latencies = []
+    try:
+        for number in range(calls):
+            start = clock()
+            await wire.call(connection, number)
+            latencies.append(clock() - start)
+    finally:
+        connection.close()
+    return latencies
+
+
+async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each: int) -> float:
+    """``clients`` connections calling at once: calls per second."""
+    connections = [await wire.connect(port, token) for _ in range(clients)]
+
+    async def client(connection: Connection) -> None:
+        for number in range(calls_each):
+            await wire.call(connection, number)
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(c) for c in connections))
+        return clients * calls_each / (time.perf_counter() - start)
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: int) -> None:
+    """Both wires, every server, interleaved rounds; print one table per wire."""
+    token = "bench-" + "t" * 40
+    async with servers(token) as ports:
+        for version in (MODERN, LEGACY):
+            wire = Wire(version)
+            for name in SERVERS:  # warm-up (imports, first-call caches, jsonschema)
+                await sequential(wire, ports[name], token, warmup)
+            latencies: dict[str, list[float]] = {name: [] for name in SERVERS}
+            rates: dict[str, list[float]] = {name: [] for name in SERVERS}
+            for turn in range(rounds):
+                shift = turn % len(SERVERS)
+                order = SERVERS[shift:] + SERVERS[:shift]
+                for name in order:
+                    latencies[name] += await sequential(wire, ports[name], token, calls)
+                for name in order:
+                    rates[name].append(await concurrent(wire, ports[name], token, clients, per_client))
+            print(table(version, latencies, rates, clients))
+            print()
+
+
+def table(version: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], clients: int) -> str:
+    """A markdown table of one wire's results, ratios against the SDK and FastMCP."""
+    wire = "2026-07-28 (stateless POST per call)" if version == MODERN else "2025-11-25 (session per client)"
+    lines = [
+        f"### {wire}",
+        "",
+        f"| server | 1 client p50 µs | p99 µs | {clients} clients calls/s | calls/s vs SDK | vs FastMCP |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    base = statistics.median(rates[BASELINE])
+    fast = statistics.median(rates["FastMCP"])
+    for name in SERVERS:
+        values = sorted(latencies[name])
+        p50 = statistics.median(values)
+        p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+        rate = statistics.median(rates[name])
+        lines.append(
+            f"| {name} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {rate:,.0f} | {rate / base:.2f} | {rate / fast:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400, help="sequential calls per server per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--per-client", type=int, default=40, help="calls per concurrent client per round")
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.token)
+    else:
+        asyncio.run(main(args.calls, args.rounds, args.clients, args.per_client, args.warmup))

@@ -1,0 +1,66 @@
+"""Every place fusion-nb relies on something the ``mcp`` SDK does not publish, in one module.
+
+The rest of ``fusion_nb.mcp`` uses only the SDK's public names. What is here has no
+public route in ``mcp`` 2.3; each function degrades safely when the SDK changes
+shape (never silently dropping a feature), and ``tests/mcp/test_sdk_contract.py``
+holds one test per touch point that fails with a sentence naming the SDK change,
+so an upgrade is a test run, not a hunt.
+
+Touch points:
+
+* ``on_connection_close``: a handshake-era connection's end, to forget it for
+  ``tools/list_changed`` (``ServerSession._connection.exit_stack``).
+* ``direct_progress_requested``: whether an in-process 2026 caller passed a
+  progress callback (the direct path carries no progress token;
+  ``ServerSession._request_outbound`` ... ``_on_progress``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.session import ServerSession
+from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
+
+SDK_SERIES = "mcp 2.3"
+"""The SDK release series these touch points were written and tested against."""
+
+_MISSING = object()
+
+
+def on_connection_close(session: ServerSession, callback: Callable[[], object]) -> bool:
+    """Run ``callback`` when the connection ``session`` belongs to closes.
+
+    Returns ``False`` when this SDK offers no way to know (the caller then relies on
+    a failed send to forget the connection, which only costs memory until then).
+    """
+    connection = getattr(session, "_connection", None)
+    stack = getattr(connection, "exit_stack", None)
+    if stack is None:
+        return False
+    stack.callback(callback)
+    return True
+
+
+def _request_dispatch(session: ServerSession) -> Any:
+    """The request-scoped dispatch context under the session (unwrapping the 2026 era's guard)."""
+    outbound = getattr(session, "_request_outbound", _MISSING)
+    return getattr(outbound, "_inner", outbound)
+
+
+def direct_progress_requested(session: ServerSession) -> bool:
+    """On the 2026 in-process direct path: did the caller pass a progress callback?
+
+    ``False`` on every other path (there a progress token in ``_meta`` decides).
+    ``True`` when the SDK's shape is not the one known here: allocating a progress
+    pump costs a little, while a missing one would drop progress without a sound.
+    """
+    dispatch = _request_dispatch(session)
+    if dispatch is _MISSING:
+        return True
+    transport = getattr(dispatch, "transport", None)
+    if getattr(transport, "kind", None) != DIRECT_TRANSPORT_KIND:
+        return False
+    callback = getattr(dispatch, "_on_progress", _MISSING)
+    return callback is _MISSING or callback is not None

@@ -1,0 +1,75 @@
+"""One way for tests to serve the test app over real loopback HTTP and reach it with public client APIs.
+
+uvicorn runs in this (asyncio) loop on the same kind of socket ``%fusion serve``
+makes (``listening_socket``), so what these tests measure is what a kernel serves.
+The SDK client gets a plain ``httpx2.AsyncClient`` (the HTTP library the SDK is built
+on) carrying the bearer token: no private SDK helper is needed for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+from fusion_mcp_testapp import Probe, make_app
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from fusion_nb import Fusion
+from fusion_nb.mcp import http_app
+from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
+
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+
+
+def http_client(token: str | None = None, **options: Any) -> httpx2.AsyncClient:
+    """An HTTP client with the SDK's own defaults (30 s, 300 s reads for long SSE streams)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), **options)
+
+
+class Served:
+    """A running server: its URL, token, app and probe, and SDK clients connected to it."""
+
+    def __init__(self, url: str, token: str | None, app: Fusion, probe: Probe, asgi: Any) -> None:
+        self.url, self.token, self.app, self.probe, self.asgi = url, token, app, probe, asgi
+        self.base = url.rsplit("/", 1)[0]
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
+
+    @contextlib.asynccontextmanager
+    async def client(self, mode: str = "auto", token: str | None = None, **options: Any) -> AsyncIterator[Client]:
+        async with (
+            http_client(token or self.token) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client,
+        ):
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def serve(app: Fusion | None = None, probe: Probe | None = None, **options: Any) -> AsyncIterator[Served]:
+    """Serve ``app`` (the test app by default) on a free loopback port until the block ends."""
+    if app is None:
+        app, probe = make_app("mcp-http-test")
+    asgi = http_app(app, **options)
+    sock = listening_socket()
+    port = sock.getsockname()[1]
+    server = in_loop_server(asgi)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        yield Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe or Probe(), asgi)
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+        await app.aclose()

@@ -1,0 +1,130 @@
+"""One test per place fusion-nb leans on ``mcp`` internals (``fusion_nb/mcp/_sdk.py``) or on a
+specific SDK behaviour; each fails with a sentence naming what changed in the SDK.
+
+Plus a guard that nothing outside ``_sdk.py`` reaches into SDK privates, so a new
+touch point cannot slip in without its contract test.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from eras import client_for
+from mcp import Client
+from mcp.server import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+
+from fusion_nb.mcp._sdk import SDK_SERIES, direct_progress_requested, on_connection_close
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).parent.parent.parent
+
+
+def probe_server(on_call) -> Server:
+    async def list_tools(ctx, params):
+        return types.ListToolsResult(tools=[types.Tool(name="probe", input_schema={"type": "object"})])
+
+    async def call_tool(ctx, params):
+        await on_call(ctx)
+        return types.CallToolResult(content=[types.TextContent(text="ok")])
+
+    return Server("contract", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_handshake_connection_reports_its_close():
+    closed = anyio.Event()
+    hooked: list[bool] = []
+
+    async def on_call(ctx):
+        hooked.append(on_connection_close(ctx.session, closed.set))
+
+    async with Client(probe_server(on_call), mode="legacy") as client:
+        await client.call_tool("probe", {})
+        assert not closed.is_set()
+    assert hooked == [True], (
+        f"{SDK_SERIES} contract broken: ServerSession no longer has `_connection.exit_stack`, so closed 2025 "
+        "connections stay in the tools/list_changed set until a send fails (update _sdk.on_connection_close)."
+    )
+    with anyio.fail_after(5):
+        await closed.wait()
+
+
+@pytest.mark.parametrize("era", ["2026-direct", "2025-memory", "2026-stream"])
+async def test_the_direct_path_reveals_whether_a_progress_callback_was_given(era):
+    decisions: list[bool] = []
+
+    async def on_call(ctx):
+        decisions.append(direct_progress_requested(ctx.session))
+
+    async def on_progress(value, total, message):
+        pass
+
+    async with client_for(probe_server(on_call), era) as client:
+        await client.call_tool("probe", {})
+        await client.call_tool("probe", {}, progress_callback=on_progress)
+    expected = [False, True] if era == "2026-direct" else [False, False]
+    assert decisions == expected, (
+        f"{SDK_SERIES} contract broken on {era}: the request's dispatch context no longer exposes "
+        "`transport.kind` / `_on_progress` as before, so fusion-nb cannot tell whether an in-process 2026 caller "
+        "asked for progress (update _sdk.direct_progress_requested)."
+    )
+
+
+async def test_the_request_state_boundary_refuses_with_its_documented_shape():
+    """``FusionRequestStateBoundary`` recognises the boundary's refusal by this exact error."""
+    boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="contract")
+    refusals: list[MCPError] = []
+
+    async def on_call(ctx):
+        pass
+
+    server = probe_server(on_call)
+
+    async def record(ctx, call_next):
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            refusals.append(exc)
+            raise
+
+    server.middleware = [record, boundary]
+    async with Client(server) as client:
+        with pytest.raises(MCPError):
+            await client.session.call_tool("probe", {}, request_state="v1.forged", allow_input_required=True)
+    (refusal,) = refusals
+    assert (refusal.code, refusal.data) == (types.INVALID_PARAMS, {"reason": "invalid_request_state"}), (
+        f"{SDK_SERIES} contract broken: RequestStateBoundary now refuses a forged state with "
+        f"{refusal.code} {refusal.data!r}, so fusion-nb's one-sentence INVALID_INPUT no longer replaces it "
+        "(update elicitation.FusionRequestStateBoundary)."
+    )
+
+
+PRIVATE_ATTRIBUTES = {"_connection", "_request_outbound", "_inner", "_on_progress", "_unseal", "_seal_result"}
+
+
+def test_no_sdk_private_is_reached_outside_the_compat_module():
+    offenders = []
+    # The engine never imports the SDK (its own privates share some of these names).
+    scanned = [REPO / "fusion_nb" / "__init__.py", *(REPO / "fusion_nb" / "mcp").rglob("*.py")]
+    scanned += [*(REPO / "fusion_nb" / "notebook").rglob("*.py"), *(REPO / "tests" / "mcp").rglob("*.py")]
+    scanned += [*(REPO / "tests" / "interop").rglob("*.py")]
+    for path in scanned:
+        if path.name in ("_sdk.py", Path(__file__).name):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("mcp", "mcp_types"):
+                names = [*node.module.split("."), *(alias.name for alias in node.names)]
+                if any(part.startswith("_") and not part.startswith("__") for part in names):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in PRIVATE_ATTRIBUTES:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} names {node.value!r}")
+    assert offenders == [], "SDK privates outside fusion_nb/mcp/_sdk.py: " + "; ".join(offenders)
