@@ -37,6 +37,7 @@ from ..engine import (
     CallResult,
     DeferToClient,
     InputChannel,
+    InputQuestion,
     InputRequest,
     InputResponse,
     NoChannel,
@@ -95,17 +96,12 @@ class LiveElicitation(InputChannel):
     def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
         self.ctx = ctx
 
-    async def ask(self, question: Any, call: Any = None, problems: Any = None) -> InputResponse | None:
+    async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Send ``elicitation/create`` and wait for the person's answer (or explain why not).
 
-        Takes the engine's ``InputQuestion`` (``ask(question)``: its ``request`` and
-        ``tool``); until that seam lands on main it also accepts the earlier
-        ``ask(request, call, problems)``. Protocol clients are not re-asked, so
-        ``problems`` is never used.
+        Protocol clients are not re-asked, so ``question.problems`` is never used.
         """
-        if call is None:
-            return await self._elicit(question.request, question.tool)
-        return await self._elicit(question, call.tool.name if call.tool is not None else "?")
+        return await self._elicit(question.request, question.tool)
 
     async def _elicit(self, request: InputRequest, tool: str) -> InputResponse | None:
         ctx = self.ctx

@@ -181,7 +181,8 @@ async def test_unexpected_exception_is_internal_error_without_traceback(app_prob
         result = await client.call_tool("crash", {})
     assert result.is_error
     text = result.content[0].text
-    assert text.startswith("[INTERNAL_ERROR]") and "ValueError" in text  # the class; the engine decides the rest
+    assert text.startswith("[INTERNAL_ERROR]") and "ValueError" in text and "error id" in text
+    assert "disk on fire" not in text  # the exception text stays in the server log
     assert "Traceback" not in text and "\n" not in text
 
 
