@@ -54,7 +54,7 @@ async def test_queue_full_gives_server_busy_with_counts_and_aborted_waiter_frees
     b.cancel()  # the queued call leaves at once...
     assert (await b.wait()).error.code == CANCELLED
     await anyio.wait_all_tasks_blocked()
-    assert app.get("busy").slots.queued == 0
+    assert app.stats().slots_queued == 0
     d = app.start("busy", {"key": "d"})  # ...so its place is free again
     await anyio.wait_all_tasks_blocked()
     assert d.status == "queued"

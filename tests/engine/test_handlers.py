@@ -149,7 +149,7 @@ async def test_tool_error_and_unexpected_exceptions_for_every_kind(app, kind):
     app.f.action("refused").handle(
         make(ToolError("NOT_FOUND", "Invoice 7 does not exist.", recovery="Check the id.", details={"id": 7}))
     )
-    app.f.action("crash").handle(make(KeyError("boom")))
+    crash_tool = app.f.action("crash").handle(make(KeyError("boom")))
     assert app.get("crash").kind == kind
 
     refused = await app.call("refused")
@@ -168,7 +168,7 @@ async def test_tool_error_and_unexpected_exceptions_for_every_kind(app, kind):
     assert crash.is_error and crash.error.code == INTERNAL_ERROR
     assert "KeyError" in crash.content[0]["text"] and "Traceback" not in crash.content[0]["text"]
     with pytest.raises(ToolError):
-        await app.get("crash")()
+        await crash_tool()
 
 
 async def test_handler_detection_is_on_the_users_function(app):

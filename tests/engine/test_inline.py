@@ -59,12 +59,13 @@ async def test_inline_calls_queue_and_serialize_like_detached_ones(app):
         return input.key
 
     a, b = app.start("m", {"key": "a"}, inline=True), app.start("m", {"key": "b"}, inline=True)
-    assert (await app.call("m", {"key": "c"}, inline=True)).error.code == SERVER_BUSY
     results = []
     async with anyio.create_task_group() as group:
-        group.start_soon(_collect, a, results)
-        group.start_soon(_collect, b, results)
+        group.start_soon(_collect, a, results)  # an inline call takes its place when first awaited
         await started["a"].wait()
+        group.start_soon(_collect, b, results)
+        await anyio.wait_all_tasks_blocked()
+        assert (await app.call("m", {"key": "c"}, inline=True)).error.code == SERVER_BUSY
         assert not started["b"].is_set()
         release.set()
     assert sorted(r.value for r in results) == ["a", "b"]
