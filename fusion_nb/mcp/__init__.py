@@ -4,6 +4,7 @@
 HTTP ASGI app with token, DNS-rebinding and size checks), ``serve_stdio(app)``.
 """
 
+from .convert import tool_to_mcp
 from .http import http_app
 from .server import FusionServer, RequestInfo, build_server
 from .stdio import serve_stdio
@@ -14,4 +15,9 @@ def mcp_server(app, **options):
     return build_server(app, **options)
 
 
-__all__ = ["FusionServer", "RequestInfo", "build_server", "http_app", "mcp_server", "serve_stdio"]
+def tool_definition(tool):
+    """The tool exactly as ``tools/list`` sends it to a client: a JSON-ready dict (``%fusion inspect``)."""
+    return tool_to_mcp(tool).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+__all__ = ["FusionServer", "RequestInfo", "build_server", "http_app", "mcp_server", "serve_stdio", "tool_definition"]

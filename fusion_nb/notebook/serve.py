@@ -53,9 +53,11 @@ class KernelServer:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        async with create_mcp_http_client(headers=headers) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client:
-                yield client
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode, **options) as client,
+        ):
+            yield client
 
     def snippets(self) -> str:
         """Ready-to-paste client configuration."""
