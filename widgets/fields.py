@@ -59,7 +59,10 @@ class FieldInput:
                 return self._bounded(label, default)
             # no default: start blank, so nobody submits a 0 they never typed
             self.parsed = True
-            return w.Text(placeholder=range_text(field) or field.type, description=label, style=_WIDE)
+            bounds = range_text(field)
+            return w.Text(
+                placeholder=f"{field.type}, {bounds}" if bounds else field.type, description=label, style=_WIDE
+            )
         return w.Text(value=default or "", description=label, style=_WIDE)
 
     def _bounded(self, label: str, default: Any) -> w.Widget:

@@ -112,19 +112,23 @@ def status_text(call: Call, elapsed: float) -> str:
     """The whole status row as text (the text view and the fallbacks use it).
 
     ``billing.refund: ▶ running  42% · 00:03<00:05, 12.3%/s · rows loaded``; a
-    settled call ends with its outcome (its value goes to ``Out[n]``, not here).
+    failed call ends with its error (a value goes to ``Out[n]``, not here).
     """
     face = look(call.status)
     live = not call.settled
     percent = percent_of(call)
     parts = [f"{tool_name(call)}: {face.icon} {face.label} {percent:3.0f}%", timing(percent, elapsed, live)]
-    if live:
-        message = message_of(call)
-        if message:
-            parts.append(message)
-    elif call.result is not None and call.result.error is not None:
-        parts.append(error_summary(call.result))
+    tail = tail_of(call)
+    if tail:
+        parts.append(tail)
     return " · ".join(parts)
+
+
+def tail_of(call: Call) -> str:
+    """The row's last part: the error of a failed call, else the current (or last) message."""
+    if call.result is not None and call.result.error is not None:
+        return error_summary(call.result)
+    return message_of(call)
 
 
 def error_summary(result: CallResult, limit: int = 200) -> str:
@@ -197,7 +201,7 @@ def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     face = look(call.status)
     percent = percent_of(call)
     live = not call.settled
-    tail = message_of(call) if live else error_summary(call.result) if call.result is not None else ""
+    tail = tail_of(call)
     return [
         (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:9.5em"),
         (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),

@@ -36,9 +36,7 @@ async def interrupt_awaiting(kernel, code):
     before = len(kernel.iopub)
     cell = kernel.submit(code)
     await kernel.wait_until(
-        lambda: any(
-            m["msg_type"] == "stream" and "started" in m["content"]["text"] for m in kernel.iopub[before:]
-        ),
+        lambda: any(m["msg_type"] == "stream" and "started" in m["content"]["text"] for m in kernel.iopub[before:]),
         what="the tool to start",
     )
     sent = time.monotonic()
