@@ -206,14 +206,21 @@ class Host:
 
     def quiet(self, error: BaseException) -> BaseException:
         """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's)."""
-        error._render_traceback_ = lambda: [_one_line(type(error).__name__, str(error))]  # type: ignore[attr-defined]
+        line = self._one_line(type(error).__name__, str(error))
+        error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
         return error
+
+    def _one_line(self, name: str, text: str) -> str:
+        """An error line as IPython shows one: the name in red (unless colours are off), then the text."""
+        if str(getattr(self.shell, "colors", "")).lower() == "nocolor":
+            return f"{name}: {text}"
+        return f"\x1b[31m{name}\x1b[39m: {text}"
 
     def _render_exception(self, shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> Any:
         """IPython's custom exception handler (for ``CancelledError``): one line for an interrupt."""
         if not (self.cell_interrupted or self.interrupted):  # not ours: IPython's usual traceback
             return shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
-        lines = [_one_line("KeyboardInterrupt", self.interrupt_line())]
+        lines = [self._one_line("KeyboardInterrupt", self.interrupt_line())]
         # IPython renders (and stores in its history) whatever _render_traceback_ returns
         value._render_traceback_ = lambda: lines  # type: ignore[attr-defined]
         return shell.showtraceback((KeyboardInterrupt, value, None))
@@ -332,11 +339,6 @@ class Host:
         self._close_panel()
         if self.inspector is not None:
             self.inspector.close()
-
-
-def _one_line(name: str, text: str) -> str:
-    """An error line as IPython colours one: the name in red, then the text."""
-    return f"\x1b[31m{name}\x1b[39m: {text}"
 
 
 def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:
