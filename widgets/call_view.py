@@ -31,6 +31,7 @@ from .prompt import Prompt
 from .status import (
     BAR_WIDTH,
     NAME_WIDTH,
+    STATUS_WIDTH,
     VIEW_WIDTH,
     escape,
     look,
@@ -68,7 +69,8 @@ class CallView(w.VBox):
             layout=w.Layout(max_width=NAME_WIDTH, overflow="hidden", flex="0 0 auto"),
         )
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, layout=w.Layout(width=BAR_WIDTH, flex="0 0 auto"))
-        self.status_line = w.HTML("", layout=w.Layout(flex="1 1 auto", min_width="0", overflow="hidden"))
+        # a fixed width: the row's message is cut with an ellipsis inside it, never wrapped
+        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="0 0 auto", overflow="hidden"))
         self.stop_button = w.Button(
             description="Stop",
             icon="stop",
@@ -191,7 +193,7 @@ class CallView(w.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         """The widget, plus text and HTML of its current state (read where widgets cannot render)."""
-        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
         bundle["text/plain"] = status_text(self.call, self.elapsed)

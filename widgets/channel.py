@@ -32,7 +32,7 @@ def make_prompt(request: InputRequest, problems: list[str] | tuple[str, ...] = (
 def _display(prompt: Prompt) -> None:
     from IPython.display import display
 
-    display(prompt)
+    display(prompt)  # type: ignore[no-untyped-call]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class WidgetInputChannel(InputChannel):
         """Whether a person can see a form here."""
         return has_widget_frontend() if self.frontend is None else self.frontend
 
-    async def ask(self, question: Any, call: Any = None, problems: Any = None) -> InputResponse | None:  # type: ignore[override]
+    async def ask(self, question: Any, call: Any = None, problems: Any = None) -> InputResponse | None:
         """Show the question's prompt in its call's views (or on its own) and wait for the answer."""
         if call is not None:  # an engine that still passes (request, call, problems)
             question = _Question(question, call.tool.name, str(call.id), call.signal, tuple(problems or ()))

@@ -61,9 +61,10 @@ ANSWERED: dict[str, tuple[str, str, str]] = {
 }
 
 #: the one-line status row never wraps: fixed widths, ellipsis, full text on hover
-VIEW_WIDTH = "640px"
+VIEW_WIDTH = "760px"
 BAR_WIDTH = "160px"
 NAME_WIDTH = "150px"
+STATUS_WIDTH = "400px"
 
 
 def look(status: str) -> Look:
@@ -160,7 +161,7 @@ def colored(text: str, color: str, *, bold: bool = False) -> str:
     return f'<span style="color:{color}{weight}">{text}</span>'
 
 
-def row_html(parts: list[tuple[str, str]], title: str) -> str:
+def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH) -> str:
     """One line that never wraps: each ``(html, css)`` part a fixed cell, the last one elastic.
 
     ``title`` (plain text) is the full line, shown on hover.
@@ -168,7 +169,7 @@ def row_html(parts: list[tuple[str, str]], title: str) -> str:
     cells = "".join(f'<span style="{css}">{part}</span>' for part, css in parts)
     return (
         f'<div title="{escape(title)}" style="display:flex;align-items:baseline;gap:8px;white-space:nowrap;'
-        f'overflow:hidden;color:{TEXT};line-height:22px">{cells}</div>'
+        f'overflow:hidden;width:{width};max-width:100%;color:{TEXT};line-height:22px">{cells}</div>'
     )
 
 
@@ -193,6 +194,7 @@ def snapshot_html(call: Call, elapsed: float) -> str:
             *status_cells(call, elapsed),
         ],
         status_text(call, elapsed),
+        VIEW_WIDTH,
     )
 
 
@@ -203,7 +205,7 @@ def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     live = not call.settled
     tail = tail_of(call)
     return [
-        (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:9.5em"),
+        (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:8.5em"),
         (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),
         (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;color:{MUTED}"),
         (escape(tail), ELLIPSIS),

@@ -35,7 +35,7 @@ def text_progress(call: Call, *, file: TextIO | None = None, interval: float = 1
     stream = file or sys.stdout
     tty = _isatty(stream)
     every = min(interval, 0.1) if tty else interval
-    last = [float("-inf"), ""]
+    last: list[Any] = [float("-inf"), ""]
     ended_at: list[float] = []
 
     def on_change(changed: Call) -> None:
@@ -76,7 +76,12 @@ def show_call(call: Call, **options: Any) -> Any:
     from .call_view import CallView
 
     view = CallView(call, **options)
-    handle = display(view, display_id=True)
-    if handle is not None and not call.settled:
-        watch_until_settled(call, lambda settled: settled.settled and handle.update(view))
+    handle = display(view, display_id=True)  # type: ignore[no-untyped-call]
+
+    def refresh(changed: Call) -> None:
+        if changed.settled and handle is not None:
+            handle.update(view)
+
+    if not call.settled:
+        watch_until_settled(call, refresh)
     return view

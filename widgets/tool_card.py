@@ -131,7 +131,13 @@ class ToolCard(w.VBox):
         self.context = contextvars.copy_context()  # the defining cell's: see the module docstring
         fields = flat_fields(tool.input_schema)
         self.inputs = {key: FieldInput(key, field) for key, field in (fields or {}).items()}
-        self.run_button = w.Button(description="Run", button_style="primary", icon="play", tooltip=f"Call {tool.name}")
+        self.run_button = w.Button(
+            layout=w.Layout(width="auto"),
+            description=f"Run {tool.name}",
+            button_style="primary",
+            icon="play",
+            tooltip=f"Call {tool.name} with these arguments",
+        )
         self.run_button.on_click(lambda _: self.run())
         if fields is None:
             self.run_button.layout.display = "none"
@@ -179,7 +185,7 @@ class ToolCard(w.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         """The widget, with the card as text for places that cannot render it."""
-        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:
             bundle["text/plain"] = describe_tool(self.tool)
         return bundle

@@ -4,6 +4,9 @@
 HTTP ASGI app with token, DNS-rebinding and size checks), ``serve_stdio(app)``.
 """
 
+from typing import Any
+
+from ..engine import Tool
 from .convert import tool_to_mcp
 from .http import http_app
 from .server import FusionServer, RequestInfo, build_server
@@ -15,7 +18,7 @@ def mcp_server(app, **options):
     return build_server(app, **options)
 
 
-def tool_definition(tool):
+def tool_definition(tool: Tool) -> dict[str, Any]:
     """The tool exactly as ``tools/list`` sends it to a client: a JSON-ready dict (``%fusion inspect``)."""
     return tool_to_mcp(tool).model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -34,7 +34,8 @@ class CellTool:
 
     def start(self, **arguments: Any) -> Call:
         """Start a call in the background and return its ``Call`` (shown live in this cell)."""
-        return self._host.app.start(self.tool.name, arguments)
+        call: Call = self._host.app.start(self.tool.name, arguments)
+        return call
 
     async def __call__(self, **arguments: Any) -> Any:
         """Run the tool to its value; interrupting the cell cancels it."""

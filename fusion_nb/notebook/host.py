@@ -9,7 +9,8 @@ that cell (``await tool()``, ``await app.call(...)``, ``tool.start()``,
 ``app.start(...)``, also from tasks the cell spawned), is shown in that cell by one
 live view (a text line where widgets cannot render), and its input forms appear
 inside that view. The view shows the status; ``Out[n]`` shows the value, and a
-``Call`` handle as a cell's value shows nothing more (its view is already there).
+``Call`` handle as a cell's value shows nothing more (its view is already there);
+``await app.wait_background()`` ending a cell shows nothing (see ``quiet``).
 Calls started elsewhere (MCP clients, a tool card's Run button) are shown where
 they started.
 
@@ -33,6 +34,7 @@ from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend,
 from ..engine import Call, CallResult, Fusion, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .interrupts import IdleInterrupts, wake_loop_on_signals
+from .quiet import QuietWaitBackground
 from .traffic import TrafficLog
 
 log = logging.getLogger("fusion_nb")
@@ -87,6 +89,8 @@ class Host:
         if not getattr(shell, "custom_exceptions", ()):
             self._previous_custom_exc = ()
             shell.set_custom_exc((asyncio.CancelledError,), self._render_exception)
+        self._quiet_wait = QuietWaitBackground()
+        shell.ast_transformers.append(self._quiet_wait)
         formatter = shell.display_formatter
         formatter.ipython_display_formatter.for_type(Call, self._display_call)
         formatter.formatters["text/plain"].for_type(CallResult, _pretty_result)
@@ -327,6 +331,8 @@ class Host:
         self.shell.events.unregister("post_execute", self._cell_finished)
         if self._previous_custom_exc is not None:
             self.shell.set_custom_exc((), None)
+        if self._quiet_wait in self.shell.ast_transformers:
+            self.shell.ast_transformers.remove(self._quiet_wait)
         formatter = self.shell.display_formatter
         formatter.ipython_display_formatter.pop(Call, None)
         formatter.formatters["text/plain"].pop(CallResult, None)

@@ -59,7 +59,7 @@ class TrafficLog:
     def _started(self, call: Call) -> None:
         origin = self.origin()
         tool = call.tool.name if call.tool is not None else "?"
-        state = {"status": call.status, "request": None, "progress": None}
+        state: dict[str, Any] = {"request": None, "progress": None}
 
         def add(direction: str, kind: str, detail: str) -> None:
             now = time.monotonic()

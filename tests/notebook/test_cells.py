@@ -59,6 +59,19 @@ async def test_a_started_call_shows_its_live_view_and_no_stale_repr(kernel):
     assert len(displays(again)) == 1 and results(again) == [], "a settled call shown later: its final view"
 
 
+async def test_waiting_for_the_background_leaves_no_stray_output(kernel):
+    await loaded(kernel)
+    cell = await kernel.run("quick.start()\nawait fusion_nb.default_app.wait_background()")
+    assert results(cell) == [] and cell.stdout == "", "no Out[n]: True"
+    slow = "%%fusion_tool slow\nimport anyio\nawait anyio.sleep(3600)"
+    await kernel.run(slow)
+    timed_out = await kernel.run("call = slow.start()\nawait fusion_nb.default_app.wait_background(0.01)")
+    assert "still running when wait_background timed out" in timed_out.stdout
+    other = await kernel.run("x = await fusion_nb.default_app.wait_background(0.01)\nx")
+    assert results(other) == ["False"], "only a cell ending in the await itself is rewritten"
+    await kernel.run("call.cancel()")
+
+
 async def test_fusion_help_prints_usage_once_without_markup(kernel):
     await kernel.run("%load_ext fusion_nb")
     for code in ("%fusion help", "%fusion"):

@@ -120,7 +120,7 @@ async def test_tool_card_run_output_lands_in_the_defining_cell(kernel):
     """)
     )
     name = await one(kernel, "TextModel", "the name field", description="Who")
-    run = await one(kernel, "ButtonModel", "the Run button", description="Run")
+    run = await one(kernel, "ButtonModel", "the Run button", description="Run hello")
     kernel.set_value(name, value="Ada")
     await kernel.wait_until(lambda: kernel.widgets[name].get("value") == "Ada", what="the echoed value")
     kernel.click(run)

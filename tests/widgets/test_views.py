@@ -548,3 +548,30 @@ async def test_a_crash_shows_its_traceback_in_the_view(app):
         and "ZeroDivisionError: no ratio" in view.details.value
     )
     assert 'raise ZeroDivisionError("no ratio")' in view.details.value.replace("&quot;", '"')
+
+
+async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_answer(app):
+    @app.f.action("signup").interactive().handle
+    async def signup(input, ctx):
+        if read_input("name") is None:
+            return require_input.elicit("Who are you?", {"name": ask.string("Your name")})
+        if read_input("seats") is None:
+            return require_input.elicit("How many seats?", {"seats": ask.integer("Seats").min(1).max(9)})
+        return f"{read_input('name')}: {read_input('seats')}"
+
+    call = app.start("signup", channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    first = view.prompt
+    first.inputs["name"].widget.value = "Ada"
+    first.submit_button.click()
+    await until(call, lambda c: c.settled or (c.request is not None and c.request.message == "How many seats?"))
+    second = view.prompt
+    assert view.input_box.children == (first, second), "the earlier round stays, above the new one"
+    (line,) = first.children
+    assert "Who are you?" in line.value and "Submitted: Your name = &#x27;Ada&#x27;" in line.value
+    assert line.value.index("Who are you?") < line.value.index("Submitted"), "question, then its answer"
+    assert second.inputs["seats"].widget.description == "Seats (1 to 9)", "bounds are in the label"
+    second.inputs["seats"].widget.value = "4"
+    second.submit_button.click()
+    assert (await call.wait()).value == "Ada: 4"
