@@ -205,7 +205,7 @@ def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     live = not call.settled
     tail = tail_of(call)
     return [
-        (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:8.5em"),
+        (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:10em"),
         (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),
         (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;color:{MUTED}"),
         (escape(tail), ELLIPSIS),

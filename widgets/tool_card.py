@@ -132,7 +132,7 @@ class ToolCard(w.VBox):
         fields = flat_fields(tool.input_schema)
         self.inputs = {key: FieldInput(key, field) for key, field in (fields or {}).items()}
         self.run_button = w.Button(
-            layout=w.Layout(width="auto"),
+            layout=w.Layout(width="auto", align_self="flex-start"),
             description=f"Run {tool.name}",
             button_style="primary",
             icon="play",

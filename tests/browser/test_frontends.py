@@ -31,11 +31,13 @@ TOKEN = "fusion-browser-test"
 CELLS = [
     "%load_ext fusion_nb\nimport anyio",
     '%%fusion_tool f.action("count").with_integer("n", "How many steps")\n"""Count slowly, reporting progress."""\n'
-    'for i in range(input.n):\n    await anyio.sleep(0.4)\n    yield progress((i + 1) * 100 / input.n, f"step {i + 1} of {input.n}")\nreturn f"counted to {input.n}"',
+    "for i in range(input.n):\n    await anyio.sleep(0.4)\n"
+    '    yield progress((i + 1) * 100 / input.n, f"step {i + 1} of {input.n}")\nreturn f"counted to {input.n}"',
     "print(await count(n=6))",
     '%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()\n'
     'approved = read_input("confirm")\nif approved is None:\n'
-    '    return require_input.elicit(f"Refund invoice {input.id}?", {"confirm": ask.boolean("Approve the refund"), "note": ask.string("Note").optional()})\n'
+    '    return require_input.elicit(f"Refund invoice {input.id}?", '
+    '{"confirm": ask.boolean("Approve the refund"), "note": ask.string("Note").optional()})\n'
     'return f"refunded {input.id}: {input_response(\'note\').value}" if approved else "declined"',
     'print(await billing_refund(id="inv-7"))',
     '%%fusion_tool slow\ntry:\n    await anyio.sleep(3600)\nfinally:\n    print("slow cleaned up")',
@@ -70,7 +72,7 @@ def lab(request, tmp_path_factory):
     env = {**os.environ}
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
         env[name] = str(tmp_path_factory.mktemp(name.lower()))
-    log = open(root / "lab.log", "w")
+    log = open(root / "lab.log", "w")  # noqa: SIM115 - the server writes to it until the fixture ends
     server = subprocess.Popen(
         [
             sys.executable,
@@ -229,9 +231,10 @@ def test_progress_form_and_interrupt(lab):
             shot(page, f"{frontend}-3-form-submitted")
             answered = form.inner_text()
             assert answered.index("Refund invoice inv-7?") < answered.index("Submitted"), "question above its answer"
-            assert form.locator("button", has_text="Submit").count() == 0 or not form.locator(
-                "button", has_text="Submit"
-            ).is_visible()
+            assert (
+                form.locator("button", has_text="Submit").count() == 0
+                or not form.locator("button", has_text="Submit").is_visible()
+            )
 
             # the toolbar's interrupt button cancels the awaited call: the view says so, not in blue
             run_cell(page, 6)

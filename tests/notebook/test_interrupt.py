@@ -23,7 +23,8 @@ def printed(kernel, text):
 
 RECORD_SETTLING = """import fusion_nb, time
 settled_at = {}
-fusion_nb.default_app.on_call(lambda call: call.watch(lambda c: c.settled and settled_at.setdefault(c.id, time.monotonic())))
+record = lambda c: c.settled and settled_at.setdefault(c.id, time.monotonic())
+fusion_nb.default_app.on_call(lambda call: call.watch(record))
 """
 
 

@@ -13,11 +13,11 @@ IPYTHON = str(Path(sys.executable).with_name("ipython"))
 PROMPT = re.compile(r"In \[\d+\]: ")
 SLOW = (
     "get_ipython().run_cell_magic('fusion_tool', 'slow', 'import anyio\\ntry:\\n    print(\"started\", flush=True)\\n"
-    "    await anyio.sleep(3600)\\nfinally:\\n    print(\"cleaned up\", flush=True)')"
+    '    await anyio.sleep(3600)\\nfinally:\\n    print("cleaned up", flush=True)\')'
 )
 STEPS = (
     "get_ipython().run_cell_magic('fusion_tool', 'steps', 'import anyio\\nfor i in range(5):\\n"
-    "    yield progress((i + 1) * 20, f\"step {i + 1}\")\\n    await anyio.sleep(0.25)\\nreturn \"walked\"')"
+    '    yield progress((i + 1) * 20, f"step {i + 1}")\\n    await anyio.sleep(0.25)\\nreturn "walked"\')'
 )
 
 
