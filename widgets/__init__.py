@@ -8,7 +8,7 @@ cannot render widgets. Every look (icons, colours, widths) lives in ``status``.
 """
 
 from .activity import ActivityPanel
-from .call_view import CallView, views_for
+from .call_view import CallView, crash_of, views_for
 from .channel import WidgetInputChannel, make_prompt
 from .fields import FieldInput, flat_fields
 from .form import ElicitationForm
@@ -29,6 +29,7 @@ __all__ = [
     "ToolCard",
     "UrlPrompt",
     "WidgetInputChannel",
+    "crash_of",
     "describe_tool",
     "flat_fields",
     "has_widget_frontend",

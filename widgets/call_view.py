@@ -24,7 +24,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call, CallResult
+from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
 from .coalesce import Coalescer
 from .prompt import Prompt
@@ -215,6 +215,8 @@ def traceback_html(result: CallResult) -> str:
 
 def crash_of(result: CallResult) -> BaseException | None:
     """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
+    if result.error is None or result.error.code != INTERNAL_ERROR:
+        return None
     exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
     if isinstance(exception, BaseException):
         return exception

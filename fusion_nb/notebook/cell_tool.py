@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..engine import INTERNAL_ERROR, Call, Tool
-from ..widgets import describe_tool
+from ..engine import Call, Tool
+from ..widgets import crash_of, describe_tool
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -46,8 +46,8 @@ class CellTool:
         except asyncio.CancelledError:
             await self._host.after_interrupt(call)
             raise
-        crash = _crash_of(result)
-        if crash is not None:
+        crash = crash_of(result)
+        if isinstance(crash, Exception):
             raise crash.with_traceback(_tool_cell_frames(crash.__traceback__))
         if result.error is not None:
             raise self._host.quiet(result.error)
@@ -58,17 +58,6 @@ class CellTool:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(describe_tool(self.tool))
-
-
-def _crash_of(result: Any) -> BaseException | None:
-    """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
-    error = result.error
-    if error is None or error.code != INTERNAL_ERROR:
-        return None
-    exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
-    if isinstance(exception, Exception):
-        return exception
-    return error.__cause__ if isinstance(error.__cause__, Exception) else None
 
 
 def _tool_cell_frames(tb: Any) -> Any:
