@@ -35,7 +35,7 @@ class InspectorView(w.VBox):
     ) -> None:
         super().__init__(layout=w.Layout(border=f"1px solid {BORDER}", padding="4px 8px", max_width="100%"))
         self.definitions = definitions
-        self.log = log
+        self.traffic = log
         self.limit = limit
         self.filter = w.Text(
             value=tool or "", placeholder="filter by tool name", description="Tool", continuous_update=True
@@ -67,7 +67,7 @@ class InspectorView(w.VBox):
         self.coalescer.now()
 
     def _draw_traffic(self) -> None:
-        lines = [entry.line() for entry in self.log.entries(self.tool)[-self.limit :]]
+        lines = [entry.line() for entry in self.traffic.entries(self.tool)[-self.limit :]]
         body = escape("\n".join(lines)) if lines else colored("no traffic yet", MUTED)
         self.traffic_html.value = f'<pre style="{_PRE}">{body}</pre>'
 

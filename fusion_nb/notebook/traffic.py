@@ -71,8 +71,10 @@ class TrafficLog:
             for listener in list(self._listeners):
                 listener(entry)
 
-        args = getattr(call, "args", None)
-        add("→", "tools/call", _compact(args if args is not None else {}))
+        if hasattr(call, "args"):  # (engines that keep the arguments on the call)
+            add("→", "tools/call", _compact(call.args or {}))
+        else:
+            add("→", "tools/call", "(arguments not kept by the engine)")
 
         def changed(changed_call: Call) -> None:
             if changed_call.progress is not None and changed_call.progress is not state["progress"]:

@@ -42,6 +42,7 @@ CELLS = [
     'print(await billing_refund(id="inv-7"))',
     '%%fusion_tool slow\ntry:\n    await anyio.sleep(3600)\nfinally:\n    print("slow cleaned up")',
     "await slow()",
+    "%fusion inspect count",
 ]
 
 
@@ -262,6 +263,17 @@ def test_progress_form_and_interrupt(lab):
             running_colour = rgb(bar.evaluate("e => getComputedStyle(e).backgroundColor"))
             assert running_colour != colour, "done and cancelled bars look different"
 
+            # what an agent sees: the definition on the wire and the traffic of the calls above
+            run_cell(page, 7)
+            inspector = outputs(page, 7)
+            inspector.get_by_text("tools/call").first.wait_for(timeout=30_000)
+            wait_idle(page)
+            inspector.scroll_into_view_if_needed()
+            shot(page, f"{frontend}-5-inspector")
+            seen = inspector.inner_text()
+            assert '"inputSchema"' in seen and "count (cell) → tools/call" in seen, seen
+            assert "← notifications/progress" in seen and "← result" in seen and "slow" not in seen, seen
+
             if frontend == "lab":  # the same page in the dark theme: colours follow the theme's variables
                 light_css = cancelled_bar.evaluate("e => getComputedStyle(e).backgroundColor")
                 page.evaluate(
@@ -274,6 +286,6 @@ def test_progress_form_and_interrupt(lab):
                     arg=[cancelled_bar.element_handle(), light_css],
                     timeout=30_000,
                 )  # the cancelled bar's colour comes from the theme
-                shot(page, f"{frontend}-5-dark-theme")
+                shot(page, f"{frontend}-6-dark-theme")
         finally:
             browser.close()

@@ -575,3 +575,35 @@ async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_a
     second.inputs["seats"].widget.value = "4"
     second.submit_button.click()
     assert (await call.wait()).value == "Ada: 4"
+
+
+async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
+    from fusion_nb.mcp import tool_definition
+    from fusion_nb.notebook.traffic import TrafficLog
+    from fusion_nb.widgets import InspectorView
+
+    @app.f.action("steps").handle
+    async def steps(input, ctx):
+        for i in range(3):
+            yield progress((i + 1) * 33, f"step {i + 1}")
+        yield respond("walked")
+
+    @app.f.action("other").handle
+    async def other(input, ctx):
+        return "x"
+
+    log = TrafficLog(app, origin=lambda: "test")
+    view = InspectorView(lambda: [tool_definition(t) for t in app.tools], log, tool="steps", limit=10)
+    await app.start("steps").wait()
+    await app.start("other").wait()
+    view.coalescer.now()
+    traffic = view.traffic_html.value
+    assert "steps (test) → tools/call" in traffic and "step 3" in traffic and "← result" in traffic
+    assert traffic.count("notifications/progress") == 1, "a run of progress keeps its latest event"
+    assert "other (" not in traffic and "&quot;name&quot;: &quot;steps&quot;" in view.definition_html.value
+    view.filter.value = ""
+    assert "other (test) ← result" in view.traffic_html.value
+    assert "&quot;name&quot;: &quot;other&quot;" in view.definition_html.value
+    view.close()
+    log.close()
+    assert log._listeners == [] and app._call_listeners == []
