@@ -578,9 +578,10 @@ async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_a
 
 
 async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
+    from fusion_nb.widgets import InspectorView
+
     from fusion_nb.mcp import tool_definition
     from fusion_nb.notebook.traffic import TrafficLog
-    from fusion_nb.widgets import InspectorView
 
     @app.f.action("steps").handle
     async def steps(input, ctx):
