@@ -272,7 +272,7 @@ def test_progress_form_and_interrupt(lab):
             shot(page, f"{frontend}-5-inspector")
             seen = inspector.inner_text()
             assert '"inputSchema"' in seen and "count (cell) → tools/call" in seen, seen
-            assert "← notifications/progress" in seen and "← result" in seen and "slow" not in seen, seen
+            assert "← notifications/progress" in seen and "← result" in seen and "slow (cell)" not in seen, seen
 
             if frontend == "lab":  # the same page in the dark theme: colours follow the theme's variables
                 light_css = cancelled_bar.evaluate("e => getComputedStyle(e).backgroundColor")
