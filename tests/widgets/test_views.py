@@ -608,3 +608,36 @@ async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
     view.close()
     log.close()
     assert log._listeners == [] and app._call_listeners == []
+
+
+async def test_the_channel_finds_the_views_by_call_id_from_an_input_question(app, stuck):
+    """The engine's seam: ``ask(InputQuestion)`` with the call's id, never the call."""
+    from types import SimpleNamespace
+
+    from fusion_nb.engine import AbortSignal
+
+    call = app.start("stuck")
+    view = CallView(call)
+    question = SimpleNamespace(
+        request=require_input.elicit("Go on?", {"ok": ask.boolean("Carry on")}),
+        tool="stuck",
+        call_id=call.id,
+        signal=AbortSignal(),
+        problems=('"ok" expected true or false, got 3',),
+    )
+    channel = WidgetInputChannel(frontend=True, show=lambda prompt: pytest.fail("shown outside the view"))
+    async with anyio.create_task_group() as tg:
+
+        async def answer():
+            await anyio.sleep(0)
+            assert (
+                view.prompt is channel.prompts[-1] and "expected true or false" in view.prompt.inputs["ok"].error.value
+            )
+            view.prompt.inputs["ok"].widget.value = True
+            view.prompt.submit_button.click()
+
+        tg.start_soon(answer)
+        response = await channel.ask(question)
+    assert response.action == "accept" and response.content == {"ok": True}
+    call.cancel()
+    await stuck.cleaned.wait()
