@@ -628,13 +628,11 @@ async def test_the_channel_finds_the_views_by_call_id_from_an_input_question(app
     channel = WidgetInputChannel(frontend=True, show=lambda prompt: pytest.fail("shown outside the view"))
     async with anyio.create_task_group() as tg:
 
-        async def answer():
-            await anyio.sleep(0)
-            assert (
-                view.prompt is channel.prompts[-1] and "expected true or false" in view.prompt.inputs["ok"].error.value
-            )
-            view.prompt.inputs["ok"].widget.value = True
-            view.prompt.submit_button.click()
+        async def answer():  # runs once ask() waits for the person: the form is in the view by then
+            form = view.prompt
+            assert form is channel.prompts[-1] and "expected true or false" in form.inputs["ok"].error.value
+            form.inputs["ok"].widget.value = True
+            form.submit_button.click()
 
         tg.start_soon(answer)
         response = await channel.ask(question)
