@@ -85,9 +85,9 @@ class Host:
         self._undo_on_call = app.on_call(self._call_started)
         shell.events.register("pre_execute", self._cell_started)
         shell.events.register("post_execute", self._cell_finished)
-        self._previous_custom_exc: tuple[Any, ...] | None = None
-        if not getattr(shell, "custom_exceptions", ()):
-            self._previous_custom_exc = ()
+        # IPython has one custom-exception slot: take it only if nobody else did
+        self._owns_custom_exc = not getattr(shell, "custom_exceptions", ())
+        if self._owns_custom_exc:
             shell.set_custom_exc((asyncio.CancelledError,), self._render_exception)
         self._quiet_wait = QuietWaitBackground()
         shell.ast_transformers.append(self._quiet_wait)
@@ -329,7 +329,7 @@ class Host:
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)
-        if self._previous_custom_exc is not None:
+        if self._owns_custom_exc:
             self.shell.set_custom_exc((), None)
         if self._quiet_wait in self.shell.ast_transformers:
             self.shell.ast_transformers.remove(self._quiet_wait)
