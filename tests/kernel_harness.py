@@ -8,6 +8,7 @@ The kernel runs from this test venv (jupyter_client swaps ``python`` for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -122,10 +123,8 @@ class Kernel:
             if remaining <= 0:
                 raise TimeoutError(f"timed out waiting for {what}")
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):  # re-check the predicate at least twice a second
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
-            except TimeoutError:
-                pass
 
     def submit(self, code: str, store_history: bool = True) -> Execution:
         msg_id = self.kc.execute(code, store_history=store_history, allow_stdin=False)

@@ -2,19 +2,21 @@
 
 ``CallView`` follows one call; ``ElicitationForm`` / ``UrlPrompt`` collect an answer;
 ``WidgetInputChannel`` puts them in front of a person; ``ToolCard`` shows a tool
-with a Run form; ``ActivityPanel`` lists an app's calls. ``text_progress`` and
-``show_call`` cover frontends that cannot render widgets.
+with a Run form (``describe_tool`` is the same card as text); ``ActivityPanel``
+lists an app's calls. ``text_progress`` and ``show_call`` cover frontends that
+cannot render widgets. Every look (icons, colours, widths) lives in ``status``.
 """
 
 from .activity import ActivityPanel
-from .call_view import CallView, views_for
+from .call_view import CallView, crash_of, views_for
 from .channel import WidgetInputChannel, make_prompt
-from .fields import FieldInput, schema_fields
+from .fields import FieldInput, flat_fields
 from .form import ElicitationForm
 from .frontend import has_widget_frontend
+from .inspector import InspectorView
 from .prompt import Prompt
 from .text import progress_line, show_call, text_progress
-from .tool_card import ToolCard
+from .tool_card import ToolCard, describe_tool
 from .url_prompt import UrlPrompt
 
 __all__ = [
@@ -22,14 +24,17 @@ __all__ = [
     "CallView",
     "ElicitationForm",
     "FieldInput",
+    "InspectorView",
     "Prompt",
     "ToolCard",
     "UrlPrompt",
     "WidgetInputChannel",
+    "crash_of",
+    "describe_tool",
+    "flat_fields",
     "has_widget_frontend",
     "make_prompt",
     "progress_line",
-    "schema_fields",
     "show_call",
     "text_progress",
     "views_for",

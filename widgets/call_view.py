@@ -1,10 +1,18 @@
-"""The live view of one call: bar, status, message, elapsed time, Cancel, result, input.
+"""The live view of one call: one fixed-width row (name, bar, status, timing, message, Stop), then input.
+
+The row never wraps: widths are fixed, the message is ellipsised and the full line
+is the row's hover text. The view shows the call's status; its value is the cell's
+``Out[n]`` (shown once). A handler crash keeps its traceback folded under the row.
 
 Progress may arrive thousands of times a second; the view only marks itself dirty
 and a ``Coalescer`` flushes at most every ``interval`` (two widgets change per
 flush, so about 20 state messages a second at the default 0.1 s). Settling
 flushes at once, so the final state is exact, then drops every timer and the
 call's watch: nothing of the view stays attached to a finished call.
+
+The text/plain and text/html of the view's display are its current state, so an
+output refreshed once the call settled (``show_call`` does) reads right in a
+notebook opened without widget state (GitHub, nbviewer).
 """
 
 from __future__ import annotations
@@ -12,45 +20,71 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call
+from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
 from .coalesce import Coalescer
 from .prompt import Prompt
-from .status import elapsed_text, escape, look, percent_of, summary, tool_name
+from .status import (
+    BAR_WIDTH,
+    NAME_WIDTH,
+    STATUS_WIDTH,
+    VIEW_WIDTH,
+    escape,
+    look,
+    percent_of,
+    row_html,
+    snapshot_html,
+    status_cells,
+    status_text,
+    tool_name,
+)
 from .watching import watch_until_settled
 
-#: the views showing each live call, so the input channel can put its form inside them
-_views: dict[Call, list[CallView]] = {}
+#: the views showing each live call, by call id, so the input channel can put its form inside them
+_views: dict[str, list[CallView]] = {}
 
 
-def views_for(call: Call) -> list[CallView]:
-    """The live ``CallView``s of ``call``, oldest first (a cell's and a panel's, say)."""
-    return list(_views.get(call, ()))
+def views_for(call_id: str) -> list[CallView]:
+    """The live ``CallView``s of the call ``call_id``, oldest first (a cell's and a panel's, say)."""
+    return list(_views.get(str(call_id), ()))
 
 
 class CallView(w.VBox):
-    """``display(CallView(call))``: a progress bar that follows the call to its end."""
+    """``display(CallView(call))``: a progress row that follows the call to its end."""
 
     def __init__(self, call: Call, *, interval: float = 0.1, tick: float = 1.0) -> None:
-        super().__init__()
+        super().__init__(layout=w.Layout(width=VIEW_WIDTH, max_width="100%"))
         self.call = call
+        self.key = str(call.id)
         self.started = call.started_at
         self.ended: float | None = None
         self.prompt: Prompt | None = None
-        self.bar = w.FloatProgress(
-            value=0.0, min=0.0, max=100.0, description=tool_name(call), style={"description_width": "initial"}
+        self.prompts: list[Prompt] = []
+        self.name_label = w.HTML(
+            f'<b title="{escape(tool_name(call))}">{escape(tool_name(call))}</b>',
+            layout=w.Layout(max_width=NAME_WIDTH, overflow="hidden", flex="0 0 auto"),
         )
-        self.status_line = w.HTML("")
-        self.cancel_button = w.Button(
-            description="Cancel", button_style="warning", icon="stop", tooltip="Abort this call"
+        self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, layout=w.Layout(width=BAR_WIDTH, flex="0 0 auto"))
+        # a fixed width: the row's message is cut with an ellipsis inside it, never wrapped
+        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="0 0 auto", overflow="hidden"))
+        self.stop_button = w.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="Cancel this call (its handler's cleanup runs)",
+            layout=w.Layout(width="auto", flex="0 0 auto"),
         )
-        self.cancel_button.on_click(lambda _: self.call.cancel())
-        self.result_line = w.HTML("")
+        self.stop_button.on_click(lambda _: self.call.cancel())
+        self.details = w.HTML("")
         self.input_box = w.VBox([])
-        self.children = [w.HBox([self.bar, self.status_line, self.cancel_button]), self.result_line, self.input_box]
+        self.row = w.HBox(
+            [self.name_label, self.bar, self.status_line, self.stop_button],
+            layout=w.Layout(width="100%", align_items="center", flex_flow="row nowrap", overflow="hidden"),
+        )
+        self.children = [self.row, self.details, self.input_box]
         self._tick_every = tick
         self._tick: asyncio.TimerHandle | None = None
         self._shown_status = ""
@@ -60,7 +94,7 @@ class CallView(w.VBox):
             self._settled()
             self._stop = lambda: None
         else:
-            _views.setdefault(call, []).append(self)
+            _views.setdefault(self.key, []).append(self)
             self._stop = watch_until_settled(call, self._changed)
             self._schedule_tick()
 
@@ -77,13 +111,9 @@ class CallView(w.VBox):
         self.ended = self.ended or time.monotonic()
         self.coalescer.now()  # exact final state, at once
         self._release()
-        self.cancel_button.layout.display = "none"
-        result = self.call.result
-        if result is not None:
-            color = "#c62828" if result.is_error else "#2e7d32"
-            self.result_line.value = f'<span style="color:{color}">{escape(summary(result))}</span>' + traceback_html(
-                result
-            )
+        self.stop_button.layout.display = "none"
+        if self.call.result is not None:
+            self.details.value = traceback_html(self.call.result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -92,11 +122,11 @@ class CallView(w.VBox):
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
-        views = _views.get(self.call)
+        views = _views.get(self.key)
         if views is not None and self in views:
             views.remove(self)
             if not views:
-                del _views[self.call]
+                del _views[self.key]
 
     def _schedule_tick(self) -> None:
         """Keep the elapsed time moving while nothing else changes (one message a tick)."""
@@ -115,64 +145,80 @@ class CallView(w.VBox):
     def _flush(self) -> None:
         call = self.call
         self._shown_status = call.status
-        shape = look(call.status)
-        with self.bar.hold_sync():  # one message for both traits
+        face = look(call.status)
+        elapsed = self.elapsed
+        with self.bar.hold_sync():  # one message for all three traits
             self.bar.value = percent_of(call)
-            self.bar.bar_style = shape.bar_style
-        message = call.progress.message if call.progress is not None and call.progress.message else ""
-        if call.status == "waiting" and call.request is not None:
-            message = call.request.message
-        text = (
-            f'<span style="color:{shape.color}"><b>{shape.icon} {escape(shape.label)}</b></span> {self.bar.value:.0f}%'
-        )
-        if message:
-            text += f" · {escape(message)}"
-        self.status_line.value = text + f" · {elapsed_text(self.elapsed)}"
+            self.bar.bar_style = face.bar_style
+            self.bar.style.bar_color = face.color
+        self.status_line.value = row_html(status_cells(call, elapsed), status_text(call, elapsed))
 
-    # -- hosting an input prompt ------------------------------------------------------
+    # -- hosting input prompts --------------------------------------------------------
     def host(self, prompt: Prompt) -> None:
-        """Show ``prompt`` inside the view (it replaces an earlier round's prompt).
+        """Show ``prompt`` under the row; earlier rounds of the call stay above it, compact.
 
         One prompt may live in several views of the same call: they are views of one
         widget model, so an answer given in any of them is the answer.
         """
+        if prompt in self.prompts:
+            return
+        for earlier in self.prompts:
+            earlier.compact()
+        self.prompts.append(prompt)
         self.prompt = prompt
-        self.input_box.children = [prompt]
+        self.input_box.children = list(self.prompts)
         if self.call.settled:
             prompt.abandon(self.call.status)
 
     # -- reading ----------------------------------------------------------------------
     @property
     def elapsed(self) -> float:
+        """Seconds since the call started (frozen once it settled)."""
         end = self.ended if self.ended is not None else time.monotonic()
         return round(end - self.started, 1)
 
     @property
     def live(self) -> bool:
+        """True until the call settles (or the view is closed)."""
         return not self.coalescer.closed
 
     def close(self) -> None:
         """Stop following the call and close the widgets."""
         self._stop()
         self._release()
-        for widget in (self.bar, self.status_line, self.cancel_button, self.result_line, self.input_box):
+        for widget in (self.name_label, self.bar, self.status_line, self.stop_button, self.details, self.input_box):
             widget.close()
+        self.row.close()
         super().close()
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, plus text and HTML of its current state (read where widgets cannot render)."""
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        bundle["text/plain"] = status_text(self.call, self.elapsed)
+        bundle["text/html"] = snapshot_html(self.call, self.elapsed)
+        return bundle
+
     def __repr__(self) -> str:
-        call = self.call
-        text = f"<CallView {tool_name(call)}: {look(call.status).label} {percent_of(call):.0f}%"
-        if call.status not in ("queued",):
-            text += f" {elapsed_text(self.elapsed)}"
-        if call.result is not None and call.result.error is not None:
-            text += f" {call.result.error.code}"
-        return text + ">"
+        return f"<CallView {status_text(self.call, self.elapsed)}>"
 
 
-def traceback_html(result) -> str:
+def traceback_html(result: CallResult) -> str:
     """A folded traceback for a handler crash (the client only ever sees one sentence)."""
-    cause = result.error.__cause__ if result.error is not None else None
-    if not isinstance(cause, BaseException):
+    cause = crash_of(result)
+    if cause is None:
         return ""
     text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
     return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"
+
+
+def crash_of(result: CallResult) -> BaseException | None:
+    """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
+    if result.error is None or result.error.code != INTERNAL_ERROR:
+        return None
+    exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
+    if isinstance(exception, BaseException):
+        return exception
+    cause = result.error.__cause__ if result.error is not None else None
+    return cause if isinstance(cause, BaseException) else None

@@ -1,8 +1,10 @@
 """The notebook's input channel: a person answers through an inline form.
 
-The form appears inside the call's ``CallView``s when there are any, else it is
-displayed on its own (in the output of the cell that started the call: the
-engine's worker runs in that cell's context). Where no widget frontend exists the
+The channel is asked an ``InputQuestion`` (request, tool, call id, abort signal,
+problems of a refused answer) and never sees the call. The form appears inside the
+views of that call id when there are any (earlier rounds stay above it, compact),
+else it is displayed on its own (in the output of the cell that started the call:
+the engine's worker runs in that cell's context). Where no widget frontend exists the
 channel answers ``None`` and the call fails at once with ``ELICITATION_UNSUPPORTED``
 rather than waiting for a click that can never come.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fusion_nb.engine import Call, InputChannel, InputRequest, InputResponse
+from fusion_nb.engine import InputChannel, InputQuestion, InputRequest, InputResponse
 
 from .call_view import views_for
 from .form import ElicitationForm
@@ -21,7 +23,7 @@ from .prompt import Prompt
 from .url_prompt import UrlPrompt
 
 
-def make_prompt(request: InputRequest, problems: list[str] | None = None) -> Prompt:
+def make_prompt(request: InputRequest, problems: list[str] | tuple[str, ...] = ()) -> Prompt:
     """The prompt widget for ``request``: a URL prompt or a form."""
     return UrlPrompt(request) if request.kind == "url" else ElicitationForm(request, problems)
 
@@ -29,7 +31,7 @@ def make_prompt(request: InputRequest, problems: list[str] | None = None) -> Pro
 def _display(prompt: Prompt) -> None:
     from IPython.display import display
 
-    display(prompt)
+    display(prompt)  # type: ignore[no-untyped-call]
 
 
 class WidgetInputChannel(InputChannel):
@@ -49,14 +51,16 @@ class WidgetInputChannel(InputChannel):
 
     @property
     def available(self) -> bool:
+        """Whether a person can see a form here."""
         return has_widget_frontend() if self.frontend is None else self.frontend
 
-    async def ask(self, request: InputRequest, call: Call, problems: list[str] | None = None) -> InputResponse | None:
+    async def ask(self, question: InputQuestion) -> InputResponse | None:
+        """Show the question's prompt in its call's views (or on its own) and wait for the answer."""
         if not self.available:
             return None
-        prompt = make_prompt(request, problems)
+        prompt = make_prompt(question.request, question.problems)
         self.prompts.append(prompt)
-        views = views_for(call)
+        views = views_for(question.call_id)
         for view in views:
             view.host(prompt)
         if not views:
@@ -64,5 +68,10 @@ class WidgetInputChannel(InputChannel):
         try:
             return await prompt.answer()
         except BaseException:  # the call was aborted while the person looked at the form
-            prompt.abandon(call.status if call.settled else "cancelled")
+            prompt.abandon(_status_of(question.signal))
             raise
+
+
+def _status_of(signal: AbortSignal) -> str:
+    """How an aborted call reads: ``timed out`` or ``cancelled``."""
+    return "timed out" if getattr(signal, "reason", None) == "TIMEOUT" else "cancelled"

@@ -9,6 +9,7 @@ running asyncio loop it flushes at once (nothing could run a timer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 
@@ -49,10 +50,8 @@ class Coalescer:
         self._run()
 
     def _run(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # no loop: nothing to pace against
             self._last = asyncio.get_running_loop().time()
-        except RuntimeError:
-            pass
         self._flush()
 
     def cancel(self) -> None:

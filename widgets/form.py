@@ -1,4 +1,9 @@
-"""The inline form for an elicitation request: fields, inline checks, three answers."""
+"""The inline form for an elicitation request: the question, its fields, Submit / Decline / Dismiss.
+
+Submit checks the answer with the engine's own ``validate_form`` and shows what is
+wrong next to each field instead of answering. Once answered, the question stays on
+top and the answer shows under it.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +11,29 @@ from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import InputRequest, InputResponse
-from fusion_nb.engine import validate_form
+from fusion_nb.engine import InputRequest, InputResponse, validate_form
 
 from .fields import FieldInput, problems_for
 from .prompt import Prompt
-from .status import escape
+from .status import ERROR, colored, escape
 
 
 class ElicitationForm(Prompt):
-    """Message, one input per field (defaults filled), Submit / Decline / Cancel.
+    """Question, one input per field (defaults filled), Submit / Decline / Dismiss.
 
-    Submit checks every field with the engine's own rules first and shows what is
-    wrong next to each field instead of answering. ``problems`` are the messages of
-    a re-ask (the previous answer was refused) and show until the next Submit.
+    ``problems`` are the messages of a re-ask (the previous answer was refused) and
+    show until the next Submit.
     """
 
-    def __init__(self, request: InputRequest, problems: list[str] | None = None) -> None:
+    def __init__(self, request: InputRequest, problems: list[str] | tuple[str, ...] = ()) -> None:
         super().__init__(request)
         self.inputs = {key: FieldInput(key, field) for key, field in (request.fields or {}).items()}
         self.problems = w.HTML("")
-        self.submit_button = self._button("Submit", "primary", self.submit)
-        self.decline_button = self._button("Decline", "", self.decline)
-        self.cancel_button = self._button("Cancel", "", self.cancel)
+        self.submit_button = self._button("Submit", "primary", self.submit, "Answer with these values")
+        self.decline_button = self._button("Decline", "", self.decline, "Say no: the tool gets a decline")
+        self.dismiss_button = self._button("Dismiss", "", self.dismiss, "Close without answering")
         self.children = [
-            w.HTML(f"<b>{escape(request.message)}</b>"),
+            self.question,
             *(field.box for field in self.inputs.values()),
             self.problems,
             w.HBox(self.buttons),
@@ -53,12 +56,13 @@ class ElicitationForm(Prompt):
                 content[key] = value
         return content, problems
 
-    def show_problems(self, problems: list[str]) -> None:
+    def show_problems(self, problems: list[str] | tuple[str, ...]) -> None:
+        """Put each problem next to its field; the rest above the buttons."""
         for key, field in self.inputs.items():
             mine = problems_for(key, problems)
             field.show("; ".join(mine) if mine else None)
         others = [p for p in problems if not any(p.startswith(f'"{key}"') for key in self.inputs)]
-        self.problems.value = f'<span style="color:#c62828">{escape("; ".join(others))}</span>' if others else ""
+        self.problems.value = colored(escape("; ".join(others)), ERROR) if others else ""
 
     def submit(self) -> bool:
         """Answer ``accept`` if every field is valid; else show why and keep the form open."""
@@ -71,13 +75,19 @@ class ElicitationForm(Prompt):
             self.show_problems(problems)
             return False
         self.show_problems([])
-        shown = ": " + ", ".join(f"{key} = {value!r}" for key, value in content.items()) if content else ""
+        shown = ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
         return self._resolve(InputResponse("accept", content), shown)
 
+    def _label(self, key: str) -> str:
+        field = (self.request.fields or {}).get(key)
+        return field.description if field is not None and field.description else key
+
     def decline(self) -> bool:
+        """Answer ``decline``: the person said no."""
         return self._resolve(InputResponse("decline"))
 
-    def cancel(self) -> bool:
+    def dismiss(self) -> bool:
+        """Answer ``cancel``: the person closed the form without answering."""
         return self._resolve(InputResponse("cancel"))
 
     def _disable_inputs(self) -> None:

@@ -2,6 +2,10 @@
 
 The answer may come (a click) before anyone awaits it, and the prompt must work on
 whichever loop runs, so it keeps the response and a lazily made ``anyio.Event``.
+Once answered a prompt freezes: the question stays on top and the answer shows under
+it; ``compact()`` (a later round of the same call arrived) folds it to that one pair.
+Button labels never collide with the call view's Stop: Submit / Decline / Dismiss,
+Open / Done / Dismiss.
 """
 
 from __future__ import annotations
@@ -13,33 +17,33 @@ import ipywidgets as w
 
 from fusion_nb.engine import InputRequest, InputResponse
 
-from .status import escape
-
-_SAID = {
-    "accept": ("✔", "Submitted", "#2e7d32"),
-    "decline": ("✖", "Declined", "#c62828"),
-    "cancel": ("⊘", "Cancelled", "#424242"),
-}
+from .status import ANSWERED, BORDER, CANCEL, MUTED, colored, escape
 
 
 class Prompt(w.VBox):
     """Base of ``ElicitationForm`` and ``UrlPrompt``: ``await prompt.answer()``."""
 
     def __init__(self, request: InputRequest, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(
+            layout=w.Layout(border_left=f"3px solid {BORDER}", padding="2px 0 2px 8px", margin="4px 0"), **kwargs
+        )
         self.request = request
         self.response: InputResponse | None = None
         self.abandoned: str | None = None
         self._event: anyio.Event | None = None
+        self.question = w.HTML(f"<b>{escape(request.message)}</b>")
         self.outcome = w.HTML("")
         self.buttons: list[w.Button] = []
+        self.summary = ""  # the answer in words, for the compact form
 
     @property
     def answered(self) -> bool:
+        """True once a person answered."""
         return self.response is not None
 
     @property
     def finished(self) -> bool:
+        """True once answered or abandoned: no more answers are taken."""
         return self.response is not None or self.abandoned is not None
 
     async def answer(self) -> InputResponse:
@@ -56,8 +60,9 @@ class Prompt(w.VBox):
         if self.finished:
             return False
         self.response = response
-        icon, word, color = _SAID.get(response.action, ("•", response.action, "#424242"))
-        self._freeze(f'<span style="color:{color}">{icon} {word}</span>{escape(shown)}')
+        icon, word, color = ANSWERED.get(response.action, ("•", response.action, CANCEL))
+        self.summary = f"{word}{shown}"
+        self._freeze(colored(f"{icon} {escape(word)}", color, bold=True) + escape(shown))
         if self._event is not None:
             self._event.set()
         return True
@@ -67,27 +72,41 @@ class Prompt(w.VBox):
         if self.finished:
             return
         self.abandoned = why
-        self._freeze(
-            f'<span style="color:#424242">⊘ The call was {escape(why)}; this request no longer applies.</span>'
-        )
+        self.summary = f"not answered (the call was {why})"
+        self._freeze(colored(f"■ Not answered: the call was {escape(why)}.", CANCEL))
+
+    def compact(self) -> None:
+        """Fold a finished prompt to its question and answer on one line (a later round is shown)."""
+        if not self.finished:
+            return
+        self.children = [
+            w.HTML(
+                f'<div style="white-space:nowrap;overflow:hidden;text-overflow:ellipsis" '
+                f'title="{escape(self.request.message)} {escape(self.summary)}">'
+                f"{escape(self.request.message)} "
+                f"{colored('→ ' + escape(self.summary), MUTED)}</div>"
+            )
+        ]
 
     def _freeze(self, html: str) -> None:
         for button in self.buttons:
             button.disabled = True
+            button.layout.display = "none"  # answered: the buttons have nothing left to say
         self._disable_inputs()
         self.outcome.value = html
 
     def _disable_inputs(self) -> None:
         pass
 
-    def _button(self, description: str, style: str, on_click: Any) -> w.Button:
-        button = w.Button(description=description, button_style=style)
+    def _button(self, description: str, style: str, on_click: Any, tooltip: str = "") -> w.Button:
+        button = w.Button(description=description, button_style=style, tooltip=tooltip)
         button.on_click(lambda _: on_click())
         self.buttons.append(button)
         return button
 
     @property
     def state_word(self) -> str:
+        """``open``, the answer's action, or why it was abandoned."""
         if self.response is not None:
             return self.response.action
         return self.abandoned or "open"

@@ -1,7 +1,11 @@
-"""How each call status looks, and short texts about a call (shared by views and text).
+"""How a call looks, in one place: per-status icon, label and colour, and the texts about a call.
 
-Seven statuses but only five bar styles, so each status also gets its own icon,
-label and colour: no two look alike.
+Every colour is a JupyterLab CSS variable with a fallback (so the dark theme, Notebook 7
+and an unopened notebook's HTML all read right); no other module spells a colour. Icons
+are BMP symbols from the Geometric Shapes and Dingbats blocks that DejaVu and Liberation
+fonts carry (Debian's chromium has no emoji font): no emoji.
+Seven statuses, seven icon/label/colour triples; only ``running`` is blue, and a call that
+ended early (cancelled, timed out, failed) is never blue.
 """
 
 from __future__ import annotations
@@ -13,25 +17,59 @@ from fusion_nb.engine import Call, CallResult
 
 
 class Look(NamedTuple):
+    """The face of one status: bar style, icon, label, CSS colour (used for the bar too)."""
+
     bar_style: str
     icon: str
     label: str
     color: str
 
 
+def css_var(name: str, fallback: str) -> str:
+    """A JupyterLab theme colour, with the light theme's value where no theme is loaded."""
+    return f"var(--jp-{name}, {fallback})"
+
+
+#: the palette: JupyterLab's semantic colours (they switch with the theme)
+INFO = css_var("info-color1", "#0288d1")
+SUCCESS = css_var("success-color1", "#388e3c")
+WARN = css_var("warn-color1", "#f57c00")
+ERROR = css_var("error-color1", "#d32f2f")
+MUTED = css_var("ui-font-color2", "#616161")
+CANCEL = css_var("ui-font-color1", "#424242")
+TIMEOUT = css_var("error-color0", "#b71c1c")
+TEXT = css_var("content-font-color1", "rgba(0, 0, 0, 0.87)")
+BORDER = css_var("border-color2", "#e0e0e0")
+LINK = css_var("content-link-color", "#1976d2")
+TRACK = css_var("layout-color3", "#bdbdbd")
+
 LOOKS: dict[str, Look] = {
-    "queued": Look("", "⏳", "queued", "#757575"),
-    "running": Look("info", "▶", "running", "#1976d2"),
-    "waiting": Look("warning", "✋", "waiting for input", "#ef6c00"),
-    "done": Look("success", "✔", "done", "#2e7d32"),
-    "failed": Look("danger", "✖", "failed", "#c62828"),
-    "cancelled": Look("", "⊘", "cancelled", "#424242"),
-    "timed out": Look("danger", "⌛", "timed out", "#6a1b9a"),
+    "queued": Look("", "◌", "queued", MUTED),
+    "running": Look("info", "▶", "running", INFO),
+    "waiting": Look("warning", "◆", "waiting for input", WARN),
+    "done": Look("success", "✔", "done", SUCCESS),
+    "failed": Look("danger", "✖", "failed", ERROR),
+    "cancelled": Look("", "■", "cancelled", CANCEL),
+    "timed out": Look("danger", "◷", "timed out", TIMEOUT),
 }
+
+#: prompt outcomes, by answer (the prompt's own buttons say Submit / Decline / Dismiss)
+ANSWERED: dict[str, tuple[str, str, str]] = {
+    "accept": ("✔", "Submitted", SUCCESS),
+    "decline": ("✖", "Declined", ERROR),
+    "cancel": ("■", "Dismissed", CANCEL),
+}
+
+#: the one-line status row never wraps: fixed widths, ellipsis, full text on hover
+VIEW_WIDTH = "760px"
+BAR_WIDTH = "160px"
+NAME_WIDTH = "150px"
+STATUS_WIDTH = "400px"
 
 
 def look(status: str) -> Look:
-    return LOOKS.get(status, Look("", "?", status, "#757575"))
+    """The face of ``status`` (an unknown status gets a neutral one)."""
+    return LOOKS.get(str(status), Look("", "?", str(status), MUTED))
 
 
 def percent_of(call: Call) -> float:
@@ -41,27 +79,134 @@ def percent_of(call: Call) -> float:
     return call.progress.percent if call.progress is not None else 0.0
 
 
-def elapsed_text(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest} s"
+def clock(seconds: float) -> str:
+    """tqdm's clock: ``00:07``, ``12:34``, ``1:02:03``."""
+    seconds = max(0, int(seconds))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
-def summary(result: CallResult, limit: int = 200) -> str:
-    """One line about a settled call: the error's code and message, else its response."""
-    if result.error is not None:
-        return f"{result.error.code}: {result.error.message}"
-    if result.input_required is not None:
-        return "waiting for the client to answer an input request"
-    texts = [block.get("text", "") for block in result.content if block.get("type") == "text"]
-    text = texts[0] if texts else repr(result.value)
+def timing(percent: float, elapsed: float, live: bool) -> str:
+    """tqdm's ``[elapsed<remaining, rate]``, in percent: ``00:03<00:05, 12.3%/s``.
+
+    Rate and ETA need some progress to estimate from; a settled call shows its
+    elapsed time only.
+    """
+    if not live or percent <= 0 or elapsed <= 0:
+        return clock(elapsed)
+    rate = percent / elapsed
+    remaining = (100.0 - percent) / rate if percent < 100 else 0.0
+    return f"{clock(elapsed)}<{clock(remaining)}, {rate:.3g}%/s"
+
+
+def message_of(call: Call) -> str:
+    """The call's current line: the pending question, else the last progress message."""
+    if call.status == "waiting" and call.request is not None:
+        return call.request.message
+    if call.progress is not None and call.progress.message:
+        return call.progress.message
+    return ""
+
+
+def status_text(call: Call, elapsed: float) -> str:
+    """The whole status row as text (the text view and the fallbacks use it).
+
+    ``billing.refund: ▶ running  42% · 00:03<00:05, 12.3%/s · rows loaded``; a
+    failed call ends with its error (a value goes to ``Out[n]``, not here).
+    """
+    face = look(call.status)
+    live = not call.settled
+    percent = percent_of(call)
+    parts = [f"{tool_name(call)}: {face.icon} {face.label} {percent:3.0f}%", timing(percent, elapsed, live)]
+    tail = tail_of(call)
+    if tail:
+        parts.append(tail)
+    return " · ".join(parts)
+
+
+def tail_of(call: Call) -> str:
+    """The row's last part: the error of a failed call, else the current (or last) message."""
+    if call.result is not None and call.result.error is not None:
+        return error_summary(call.result)
+    return message_of(call)
+
+
+def error_summary(result: CallResult, limit: int = 200) -> str:
+    """One line about a failed call: the error's code and message."""
+    error = result.error
+    if error is None:
+        return ""
+    return shorten(f"{error.code}: {error.message}", limit)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def tool_name(call: Call) -> str:
+    """The called tool's name (``?`` for an unknown tool)."""
     return call.tool.name if call.tool is not None else "?"
 
 
 def escape(text: object) -> str:
+    """HTML-escape anything shown in a widget's HTML."""
     return html.escape(str(text), quote=True)
+
+
+def colored(text: str, color: str, *, bold: bool = False) -> str:
+    """``text`` (already escaped) in ``color``."""
+    weight = ";font-weight:600" if bold else ""
+    return f'<span style="color:{color}{weight}">{text}</span>'
+
+
+def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH) -> str:
+    """One line that never wraps: each ``(html, css)`` part a fixed cell, the last one elastic.
+
+    ``title`` (plain text) is the full line, shown on hover.
+    """
+    cells = "".join(f'<span style="{css}">{part}</span>' for part, css in parts)
+    return (
+        f'<div title="{escape(title)}" style="display:flex;align-items:baseline;gap:8px;white-space:nowrap;'
+        f'overflow:hidden;width:{width};max-width:100%;color:{TEXT};line-height:22px">{cells}</div>'
+    )
+
+
+#: CSS of the row's cells: fixed widths for icon+label and percent/time; the message is elastic
+FIXED = "flex:none"
+ELLIPSIS = "flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis"
+
+
+def snapshot_html(call: Call, elapsed: float) -> str:
+    """A self-contained HTML picture of the view (for notebooks opened without widget state)."""
+    face = look(call.status)
+    percent = percent_of(call)
+    bar = (
+        f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;background:{TRACK};'
+        f'border-radius:2px;overflow:hidden"><span style="display:block;height:100%;width:{percent:.0f}%;'
+        f'background:{face.color}"></span></span>'
+    )
+    return row_html(
+        [
+            (f"<b>{escape(tool_name(call))}</b>", f"{FIXED};max-width:{NAME_WIDTH};overflow:hidden"),
+            (bar, FIXED),
+            *status_cells(call, elapsed),
+        ],
+        status_text(call, elapsed),
+        VIEW_WIDTH,
+    )
+
+
+def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
+    """The row after the bar: icon and label, percent and timing, then the message."""
+    face = look(call.status)
+    percent = percent_of(call)
+    live = not call.settled
+    tail = tail_of(call)
+    return [
+        (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:10em"),
+        (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),
+        (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;color:{MUTED}"),
+        (escape(tail), ELLIPSIS),
+    ]

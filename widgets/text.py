@@ -1,12 +1,13 @@
-"""Text fallback for frontends without widgets: throttled progress lines.
+"""Text view for frontends without widgets: one line per call, like tqdm.
 
-Terminal IPython or plain nbconvert cannot render a bar; a line per change would
-flood them, so lines are printed at most every ``interval`` seconds, and the final
-line always.
+On a terminal (the stream is a TTY) the line is rewritten in place with ``\\r`` and
+ended once the call settles. Elsewhere (nbconvert, logs) a line is printed at most
+every ``interval`` seconds, and the final line always.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -15,44 +16,72 @@ from typing import Any, TextIO
 from fusion_nb.engine import Call
 
 from .frontend import has_widget_frontend
-from .status import look, percent_of, summary, tool_name
+from .status import shorten, status_text
 from .watching import watch_until_settled
 
 
-def progress_line(call: Call) -> str:
-    """``billing.refund: running 42% rows loaded`` (or the result once settled)."""
-    line = f"{tool_name(call)}: {look(call.status).label} {percent_of(call):.0f}%"
-    if call.result is not None:
-        return f"{line} {summary(call.result)}"
-    if call.status == "waiting" and call.request is not None:
-        return f"{line} {call.request.message}"
-    if call.progress is not None and call.progress.message:
-        return f"{line} {call.progress.message}"
-    return line
+def progress_line(call: Call, elapsed: float | None = None) -> str:
+    """``billing.refund: ▶ running  42% · 00:03<00:05, 12.3%/s · rows loaded``."""
+    if elapsed is None:
+        elapsed = time.monotonic() - call.started_at
+    return status_text(call, round(elapsed, 1))
 
 
 def text_progress(call: Call, *, file: TextIO | None = None, interval: float = 1.0) -> Callable[[], None]:
-    """Print ``call``'s progress as throttled lines until it settles; returns ``stop()``."""
-    last = [float("-inf"), ""]
+    """Show ``call``'s progress as text until it settles; returns ``stop()``.
+
+    A TTY gets one line rewritten at most every 0.1 s; anything else throttled lines.
+    """
+    stream = file or sys.stdout
+    tty = _isatty(stream)
+    every = min(interval, 0.1) if tty else interval
+    last: list[Any] = [float("-inf"), ""]
+    ended_at: list[float] = []
 
     def on_change(changed: Call) -> None:
         now = time.monotonic()
-        line = progress_line(changed)
-        if line != last[1] and (changed.settled or now - last[0] >= interval):
-            last[0], last[1] = now, line
-            print(line, file=file or sys.stdout, flush=True)
+        if changed.settled and not ended_at:
+            ended_at.append(now)
+        line = progress_line(changed, (ended_at[0] if ended_at else now) - changed.started_at)
+        if line == last[1] or not (changed.settled or now - last[0] >= every):
+            return
+        last[0], last[1] = now, line
+        if tty:
+            width = shutil.get_terminal_size().columns - 1
+            stream.write("\r" + shorten(line, width).ljust(width) + ("\n" if changed.settled else ""))
+            stream.flush()
+        else:
+            print(line, file=stream, flush=True)
 
     return watch_until_settled(call, on_change)
 
 
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def show_call(call: Call, **options: Any) -> Any:
-    """Display a ``CallView`` where widgets render, else fall back to text lines."""
-    if has_widget_frontend():
-        from IPython.display import display
+    """Display a live ``CallView`` where widgets render (refreshed once settled), else a text line.
 
-        from .call_view import CallView
+    The view's display is updated when the call settles, so the stored output's text
+    and HTML are its final state (what a notebook shows before its widgets load).
+    """
+    if not has_widget_frontend():
+        return text_progress(call)
+    from IPython.display import display
 
-        view = CallView(call, **options)
-        display(view)
-        return view
-    return text_progress(call)
+    from .call_view import CallView
+
+    view = CallView(call, **options)
+    handle = display(view, display_id=True)  # type: ignore[no-untyped-call]
+
+    def refresh(changed: Call) -> None:
+        if changed.settled and handle is not None:
+            handle.update(view)
+
+    if not call.settled:
+        watch_until_settled(call, refresh)
+    return view

@@ -1,4 +1,8 @@
-"""The card of one tool (what ``%%fusion_tool`` shows): what it is, and a Run form.
+"""The one rendering of a tool: its card (what ``%%fusion_tool`` shows) and the same card as text.
+
+``tool_summary`` reads the tool once (name, verb, kind, description, hints, arguments);
+``describe_tool`` prints it (``%fusion list``, terminals, the card's text fallback) and
+``ToolCard`` draws it with a Run form.
 
 A Run click arrives as a ``comm_msg``; work started from it would carry that
 message's parent header, and its output would vanish (the frontend drops the
@@ -12,18 +16,19 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call, InputChannel, Tool
+from fusion_nb.engine import Call, Fusion, InputChannel, Tool
 
 from .call_view import CallView
 from .channel import WidgetInputChannel
-from .fields import FieldInput, schema_fields
-from .status import escape
+from .fields import FieldInput, flat_fields
+from .status import BORDER, MUTED, colored, escape
 
-_BADGES = {
+_HINTS = {
     "readOnlyHint": "read-only",
     "destructiveHint": "destructive",
     "idempotentHint": "idempotent",
@@ -31,44 +36,119 @@ _BADGES = {
 }
 
 
+@dataclass(frozen=True)
+class Argument:
+    """One argument as a person reads it."""
+
+    key: str
+    kind: str
+    required: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class ToolSummary:
+    """What a card shows about a tool."""
+
+    name: str
+    verb: str
+    kind: str
+    description: str
+    hints: tuple[str, ...]
+    arguments: tuple[Argument, ...]
+
+
+def tool_summary(tool: Tool) -> ToolSummary:
+    """Read ``tool`` once for every rendering."""
+    schema = tool.input_schema
+    required = set(schema.get("required", ()))
+    arguments = []
+    for key, prop in schema.get("properties", {}).items():
+        kind = prop.get("type") or "/".join(p.get("type", "?") for p in prop.get("anyOf", ()) if p.get("type"))
+        enum = prop.get("enum") or next((p["enum"] for p in prop.get("anyOf", ()) if "enum" in p), None)
+        if enum:
+            kind = " | ".join(map(repr, enum))
+        arguments.append(Argument(key, kind or "value", key in required, prop.get("description") or ""))
+    return ToolSummary(
+        name=tool.name,
+        verb=tool.verb,
+        kind=tool.kind.replace("_", " "),
+        description=(tool.description or "").strip(),
+        hints=tuple(label for key, label in _HINTS.items() if tool.annotations.get(key)),
+        arguments=tuple(arguments),
+    )
+
+
+def describe_tool(tool: Tool) -> str:
+    """The card as text: name, verb and kind, first line of the description, hints, arguments."""
+    card = tool_summary(tool)
+    lines = [f"{card.name} ({card.verb}, {card.kind})"]
+    if card.description:
+        lines.append(f"  {card.description.splitlines()[0]}")
+    if card.hints:
+        lines.append("  hints: " + ", ".join(card.hints))
+    for arg in card.arguments:
+        mark = "" if arg.required else " (optional)"
+        desc = f" - {arg.description}" if arg.description else ""
+        lines.append(f"  {arg.key}: {arg.kind}{mark}{desc}")
+    return "\n".join(lines)
+
+
+def _header_html(card: ToolSummary, has_form: bool) -> str:
+    badges = "".join(
+        f' <span style="border:1px solid {BORDER};border-radius:3px;padding:0 4px;font-size:85%">{escape(h)}</span>'
+        for h in card.hints
+    )
+    text = f"<b>{escape(card.name)}</b> <code>{escape(card.verb)}</code>{badges}"
+    if card.description:
+        text += f"<br>{escape(card.description)}"
+    if not card.arguments:
+        text += "<br>" + colored("<i>no arguments</i>", MUTED)
+    elif not has_form:
+        signature = ", ".join(f"{arg.key}=…" for arg in card.arguments)
+        text += "<br>" + colored(
+            f"structured arguments: call it from a cell, <code>await {escape(card.name)}({escape(signature)})</code>",
+            MUTED,
+        )
+    return text
+
+
 class ToolCard(w.VBox):
-    """Name, verb, description, annotations, one input per argument, Run, and call views.
+    """Name, verb, description, hints, one input per argument, Run, and the runs' views.
 
     Blank optional arguments are left out (the tool's defaults apply). The last
-    ``keep`` settled calls stay visible; live ones always do.
+    ``keep`` settled calls stay visible; live ones always do. ``app`` runs the calls.
     """
 
-    def __init__(self, tool: Tool, *, keep: int = 3, channel: Callable[[], InputChannel] | None = None) -> None:
+    def __init__(
+        self, tool: Tool, app: Fusion, *, keep: int = 3, channel: Callable[[], InputChannel] | None = None
+    ) -> None:
         super().__init__()
         self.tool = tool
+        self.app = app
         self.keep = keep
         self.channel = channel or WidgetInputChannel
         self.context = contextvars.copy_context()  # the defining cell's: see the module docstring
-        self.inputs = {key: FieldInput(key, field) for key, field in schema_fields(tool.input_schema).items()}
-        self.run_button = w.Button(description="Run", button_style="primary", icon="play", tooltip=f"Call {tool.name}")
+        fields = flat_fields(tool.input_schema)
+        self.inputs = {key: FieldInput(key, field) for key, field in (fields or {}).items()}
+        self.run_button = w.Button(
+            layout=w.Layout(width="auto", align_self="flex-start"),
+            description=f"Run {tool.name}",
+            button_style="primary",
+            icon="play",
+            tooltip=f"Call {tool.name} with these arguments",
+        )
         self.run_button.on_click(lambda _: self.run())
+        if fields is None:
+            self.run_button.layout.display = "none"
         self.calls = w.VBox([])
         self.views: list[CallView] = []
         self.children = [
-            w.HTML(self._header()),
+            w.HTML(_header_html(tool_summary(tool), fields is not None)),
             *(field.box for field in self.inputs.values()),
             self.run_button,
             self.calls,
         ]
-
-    def _header(self) -> str:
-        tool = self.tool
-        badges = "".join(
-            f' <span style="border:1px solid #999;border-radius:3px;padding:0 3px;font-size:85%">{label}</span>'
-            for key, label in _BADGES.items()
-            if tool.annotations.get(key)
-        )
-        text = f"<b>{escape(tool.name)}</b> <code>{escape(tool.verb)}</code>{badges}"
-        if tool.description:
-            text += f"<br>{escape(tool.description)}"
-        if not self.inputs:
-            text += "<br><i>no arguments</i>"
-        return text
 
     def arguments(self) -> dict[str, Any] | None:
         """The filled-in arguments, or ``None`` after showing what is wrong."""
@@ -93,7 +173,7 @@ class ToolCard(w.VBox):
         return self.context.copy().run(self._start, args)
 
     def _start(self, args: dict[str, Any]) -> Call:
-        call = self.tool.app.start(self.tool.name, args, channel=self.channel())
+        call = self.app.start(self.tool.name, args, channel=self.channel())
         view = CallView(call)
         self.views.append(view)
         settled = [v for v in self.views if not v.live]
@@ -102,6 +182,13 @@ class ToolCard(w.VBox):
             old.close()
         self.calls.children = list(self.views)
         return call
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, with the card as text for places that cannot render it."""
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = describe_tool(self.tool)
+        return bundle
 
     def __repr__(self) -> str:
         return f"<ToolCard {self.tool.name} ({self.tool.verb}) args={list(self.inputs)} runs={len(self.views)}>"

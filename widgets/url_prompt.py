@@ -1,4 +1,4 @@
-"""The inline prompt for a URL request: open the page, then say Done or Cancel."""
+"""The inline prompt for a URL request: a real link (styled as a button), then Done or Dismiss."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import ipywidgets as w
 from fusion_nb.engine import InputRequest, InputResponse
 
 from .prompt import Prompt
-from .status import escape
+from .status import MUTED, colored, escape
 
 
 class UrlPrompt(Prompt):
-    """Message, a link that opens the URL in a new tab, Done / Cancel.
+    """Question, an Open link that opens the URL in a new tab, Done / Dismiss.
 
     The engine only lets https (or loopback http) URLs through; the link is still
     escaped and opened with ``noopener`` so the page cannot reach back.
@@ -19,19 +19,28 @@ class UrlPrompt(Prompt):
 
     def __init__(self, request: InputRequest) -> None:
         super().__init__(request)
-        url = request.url or ""
+        url = escape(request.url or "")
         self.link = w.HTML(
-            f'<a href="{escape(url)}" target="_blank" rel="noopener noreferrer">Open {escape(url)} ↗</a>'
+            f'<a href="{url}" target="_blank" rel="noopener noreferrer" title="{url}" '
+            f'class="jupyter-button widget-button mod-info" '
+            f'style="display:inline-flex;align-items:center;text-decoration:none;padding:0 12px">Open page ↗</a> '
+            + colored(f"<small>{url}</small>", MUTED)
         )
-        self.done_button = self._button("Done", "primary", self.done)
-        self.cancel_button = self._button("Cancel", "", self.cancel)
-        self.children = [w.HTML(f"<b>{escape(request.message)}</b>"), self.link, w.HBox(self.buttons), self.outcome]
+        self.done_button = self._button("Done", "primary", self.done, "I have finished on that page")
+        self.dismiss_button = self._button("Dismiss", "", self.dismiss, "Close without visiting the page")
+        self.children = [self.question, self.link, w.HBox(self.buttons), self.outcome]
 
     def done(self) -> bool:
+        """Answer ``accept``: the person finished on the page."""
         return self._resolve(InputResponse("accept"))
 
-    def cancel(self) -> bool:
+    def dismiss(self) -> bool:
+        """Answer ``cancel``: the person closed the prompt."""
         return self._resolve(InputResponse("cancel"))
+
+    def _freeze(self, html: str) -> None:
+        super()._freeze(html)
+        self.link.layout.display = "none"  # answered: the link no longer applies
 
     def __repr__(self) -> str:
         return f"<UrlPrompt {self.request.message!r} {self.request.url} {self.state_word}>"

@@ -191,7 +191,7 @@ class Fusion:
         call_id = str(next(self._ids))
         plan = self._plans.get(name)
         if plan is None:
-            return Call.failed(call_id, None, name, unknown_tool(name, self._plans))
+            return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
         tool = plan.tool
         rounds, resumed = Rounds(), None
         try:
@@ -201,11 +201,11 @@ class Fusion:
                 resumed = (pending, as_response(pending, response) or InputResponse(CANCEL))
             state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
         except ToolError as error:
-            return Call.failed(call_id, tool, name, error)
+            return Call.failed(call_id, tool, name, error, args)
         except Exception as exc:  # a context factory (or answer) that fails is the host's bug
             error_id = new_error_id()
             log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
-            return Call.failed(call_id, tool, name, internal_error(name, exc, error_id))
+            return Call.failed(call_id, tool, name, internal_error(name, exc, error_id), args)
         if answers is not None:
             channel = ScriptedAnswers(answers)
         runner = Runner(

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -68,6 +68,7 @@ class Call:
         "_on_progress",
         "_on_settle",
         "_settled",
+        "arguments",
         "id",
         "progress",
         "request",
@@ -85,6 +86,7 @@ class Call:
         tool: Tool | None,
         *,
         tool_name: str | None = None,
+        arguments: Any = None,
         driver: Driver | None = None,
         on_progress: Callable[[ProgressEvent], None] | None = None,
         on_settle: Callable[[Call], None] | None = None,
@@ -94,6 +96,8 @@ class Call:
         #: the tool called (``None`` when no tool has that name)
         self.tool = tool
         self.tool_name: str = tool.name if tool is not None else (tool_name or "?")
+        #: the arguments as the caller sent them (before validation), for views and traffic logs
+        self.arguments = arguments
         self.signal = AbortSignal(label=f'call {call_id} of tool "{self.tool_name}"')
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
@@ -110,9 +114,9 @@ class Call:
         self._last_percent = -1.0
 
     @classmethod
-    def failed(cls, call_id: str, tool: Tool | None, tool_name: str, error: ToolError) -> Call:
+    def failed(cls, call_id: str, tool: Tool | None, tool_name: str, error: ToolError, arguments: Any = None) -> Call:
         """A call refused before it ran (unknown tool, invalid input): settled FAILED already."""
-        return cls(call_id, tool, tool_name=tool_name, result=CallResult.failure(error))
+        return cls(call_id, tool, tool_name=tool_name, arguments=arguments, result=CallResult.failure(error))
 
     # -- observing -------------------------------------------------------------------
     @property

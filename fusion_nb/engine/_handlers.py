@@ -30,8 +30,8 @@ from typing import Any, Protocol, TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from ._errors import Aborted
 from ._background import on_asyncio
+from ._errors import Aborted
 from ._streaming import ProgressEvent, Respond
 
 log = logging.getLogger("fusion_nb")

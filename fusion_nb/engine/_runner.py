@@ -160,7 +160,9 @@ class Runner:
     ) -> None:
         self.plan = plan
         self.settings = settings
-        self.call = Call(call_id, plan.tool, driver=self, on_progress=on_progress, on_settle=settings.forget)
+        self.call = Call(
+            call_id, plan.tool, arguments=args, driver=self, on_progress=on_progress, on_settle=settings.forget
+        )
         self.ctx = Context(self.call.id, plan.tool, app, self.call.signal, state, value)
         self.args = args
         self.channel = channel

@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .convert import tool_definition
     from .http import connect, http_app, tokens_from_env
     from .server import FusionServer, RequestInfo, mcp_server
     from .stdio import serve_stdio
@@ -26,9 +27,10 @@ _HOMES = {
     "connect": ".http",
     "tokens_from_env": ".http",
     "serve_stdio": ".stdio",
+    "tool_definition": ".convert",
 }
 
-__all__ = ["FusionServer", "RequestInfo", "connect", "http_app", "mcp_server", "serve_stdio", "tokens_from_env"]
+__all__ = ["FusionServer", "RequestInfo", "connect", "http_app", "mcp_server", "serve_stdio", "tokens_from_env", "tool_definition"]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,11 @@ def tool_to_mcp(tool: Tool) -> types.Tool:
     )
 
 
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """The tool exactly as ``tools/list`` sends it to a client: a JSON-ready dict (``%fusion inspect``)."""
+    return tool_to_mcp(tool).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def result_to_wire(result: CallResult, *, has_output_schema: bool, modern: bool = True) -> dict[str, Any]:
     """The ``CallToolResult`` wire dict for an engine result.
 

@@ -1,9 +1,11 @@
 """What a ``%%fusion_tool`` cell binds in the notebook: ``await my_tool(arg=...)``.
 
-Calling it from a cell runs the tool on the kernel loop, shows the call's live view
-in that cell, asks for input with the notebook's channel, and returns the response
-value (or raises ``ToolError``). A handler crash re-raises the original exception,
-so the cell shows its traceback with the tool cell's own line numbers.
+Calling it from a cell runs the tool on the kernel loop (the host shows the call's
+live view in that cell, as for every call a cell starts), asks for input with the
+notebook's channel, and returns the response value (or raises ``ToolError``, shown
+as one line). A handler crash re-raises the original exception with the traceback
+cut to the tool cell's own lines. An interrupted call is cancelled, its cleanup gets
+to finish (bounded), and the cell ends with one line saying so.
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..engine import INTERNAL_ERROR, Tool
+from ..engine import Call, Tool
+from ..widgets import crash_of, describe_tool
+
+#: the file names under which tool cells' bodies are compiled (see magics)
+TOOL_CELL_PREFIX = "<fusion-tool-cell-"
 
 
 class CellTool:
@@ -23,48 +29,42 @@ class CellTool:
 
     @property
     def name(self) -> str:
+        """The tool's MCP name."""
         return self.tool.name
 
-    def start(self, **arguments: Any):
+    def start(self, **arguments: Any) -> Call:
         """Start a call in the background and return its ``Call`` (shown live in this cell)."""
-        return self._host.start_call(self.tool, arguments)
+        call: Call = self._host.app.start(self.tool.name, arguments)
+        return call
 
     async def __call__(self, **arguments: Any) -> Any:
+        """Run the tool to its value; interrupting the cell cancels it."""
+        __tracebackhide__ = True  # IPython: this frame is ours, not the person's
         call = self.start(**arguments)
         try:
             result = await call.wait()
         except asyncio.CancelledError:
-            # interrupted: the call is settled; give its handler's cleanup one loop turn
-            # before IPython spends its time rendering this cell's traceback
-            await asyncio.sleep(0)
+            await self._host.after_interrupt(call)
             raise
-        error = result.error
-        if error is not None and error.code == INTERNAL_ERROR and isinstance(error.__cause__, Exception):
-            raise error.__cause__
+        crash = crash_of(result)
+        if isinstance(crash, Exception):
+            raise crash.with_traceback(_tool_cell_frames(crash.__traceback__))
+        if result.error is not None:
+            raise self._host.quiet(result.error)
         return result.unwrap()
 
     def __repr__(self) -> str:
         return f"<fusion tool {self.tool.name!r}: await {self._host.binding_name(self.tool)}(...)>"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(describe(self.tool))
+        printer.text(describe_tool(self.tool))
 
 
-def describe(tool: Tool) -> str:
-    """A plain-text card: name, description, annotations and fields."""
-    lines = [f"{tool.name} ({tool.verb}, {tool.kind.replace('_', ' ')})"]
-    if tool.description:
-        lines.append(f"  {tool.description.splitlines()[0]}")
-    hints = [key.removesuffix("Hint") for key, value in tool.annotations.items() if value]
-    if hints:
-        lines.append("  hints: " + ", ".join(hints))
-    props = tool.input_schema.get("properties", {})
-    required = set(tool.input_schema.get("required", ()))
-    for key, prop in props.items():
-        kind = prop.get("type") or "/".join(p.get("type", "?") for p in prop.get("anyOf", ()))
-        if "enum" in prop:
-            kind = " | ".join(map(repr, prop["enum"]))
-        mark = "" if key in required else " (optional)"
-        desc = f" - {prop['description']}" if prop.get("description") else ""
-        lines.append(f"  {key}: {kind}{mark}{desc}")
-    return "\n".join(lines)
+def _tool_cell_frames(tb: Any) -> Any:
+    """The traceback from the first frame of a tool cell on (engine frames dropped)."""
+    node = tb
+    while node is not None:
+        if node.tb_frame.f_code.co_filename.startswith(TOOL_CELL_PREFIX):
+            return node
+        node = node.tb_next
+    return tb

@@ -1,7 +1,22 @@
 """The kernel-side host: one per IPython shell, created by ``%load_ext fusion_nb``.
 
 It owns the app the magics register into, the notebook's input channel, the
-interrupt wiring and the MCP server started by ``%fusion serve``.
+interrupt wiring, the MCP server started by ``%fusion serve`` and the traffic log
+``%fusion inspect`` shows.
+
+One rule for calls started from a cell: every call started while a cell runs, from
+that cell (``await tool()``, ``await app.call(...)``, ``tool.start()``,
+``app.start(...)``, also from tasks the cell spawned), is shown in that cell by one
+live view (a text line where widgets cannot render), and its input forms appear
+inside that view. The view shows the status; ``Out[n]`` shows the value, and a
+``Call`` handle as a cell's value shows nothing more (its view is already there);
+``await app.wait_background()`` ending a cell shows nothing (see ``quiet``).
+Calls started elsewhere (MCP clients, a tool card's Run button) are shown where
+they started.
+
+Interrupting a cell cancels the cell's own calls first (their cleanup starts at
+once), and the cell ends with one line naming them instead of a traceback through
+fusion-nb, anyio and asyncio frames.
 """
 
 from __future__ import annotations
@@ -10,21 +25,37 @@ import asyncio
 import json
 import logging
 import os
+import signal
+from dataclasses import dataclass
 from typing import Any
 
 from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import Call, Fusion, ScriptedAnswers, Tool
+from ..engine import Call, CallResult, Fusion, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .interrupts import IdleInterrupts, wake_loop_on_signals
+from .quiet import QuietWaitBackground
+from .traffic import TrafficLog
 
 log = logging.getLogger("fusion_nb")
 
 #: set to a JSON object of field answers to run notebooks unattended (nbval, CI)
 ANSWERS_ENV = "FUSION_NB_ANSWERS"
+#: how long an interrupted cell waits for its calls' cleanup before it ends anyway
+CLEANUP_WAIT = 2.0
+
+
+@dataclass
+class Interrupted:
+    """A call of the running cell that an interrupt cancelled."""
+
+    tool: str
+    cleaned: bool | None  # None: other calls run, so whose cleanup is whose cannot be told
 
 
 class Host:
+    """Wires one shell: magics' app, input channel, cell calls, interrupts, serving, inspection."""
+
     def __init__(self, shell: Any, app: Fusion) -> None:
         self.shell = shell
         self.app = app
@@ -32,6 +63,7 @@ class Host:
         self.panel: Any = None  # the activity panel shown by %fusion serve and %fusion status
         self.interrupts: IdleInterrupts | None = None
         self.wake_signal: int | None = None
+        self.kernel = getattr(shell, "kernel", None)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -39,36 +71,198 @@ class Host:
         self.notebook_channel = WidgetInputChannel()  # inline forms; fails fast without a frontend
         scripted = os.environ.get(ANSWERS_ENV)
         self.script_answers(json.loads(scripted) if scripted else None)
+        # -- the running cell ----------------------------------------------------------
+        self.cell_running = False
+        self.cell_parent: str | None = None
+        self.cell_task: asyncio.Task[Any] | None = None
+        self.cell_calls: list[Call] = []
+        self.cell_interrupted = False
+        self.interrupted: list[Interrupted] = []
+        self._cell_loop: asyncio.AbstractEventLoop | None = None
+        self._sigint_before: Any = None
+        self.traffic = TrafficLog(app, origin=self._origin)
+        self.inspector: Any = None  # the live %fusion inspect view
+        self._undo_on_call = app.on_call(self._call_started)
+        shell.events.register("pre_execute", self._cell_started)
+        shell.events.register("post_execute", self._cell_finished)
+        # IPython has one custom-exception slot: take it only if nobody else did
+        self._owns_custom_exc = not getattr(shell, "custom_exceptions", ())
+        if self._owns_custom_exc:
+            shell.set_custom_exc((asyncio.CancelledError,), self._render_exception)
+        self._quiet_wait = QuietWaitBackground()
+        shell.ast_transformers.append(self._quiet_wait)
+        formatter = shell.display_formatter
+        formatter.ipython_display_formatter.for_type(Call, self._display_call)
+        formatter.formatters["text/plain"].for_type(CallResult, _pretty_result)
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
-            shell.events.register("pre_execute", self.interrupts.cell_started)
-            shell.events.register("post_execute", self.interrupts.cell_finished)
 
     def script_answers(self, answers: Any) -> None:
         """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
         self.app.input_channel = ScriptedAnswers(answers) if answers is not None else self.notebook_channel
 
     def binding_name(self, tool: Tool) -> str:
+        """The notebook name a tool is bound to (``report.generate`` -> ``report_generate``)."""
         return python_name(tool.name)
 
-    def start_call(self, tool: Tool, arguments: dict[str, Any]) -> Call:
-        call = self.app.start(tool.name, arguments)
-        self.show(call)
-        return call
+    # -- the running cell -------------------------------------------------------------
+    def _cell_started(self) -> None:
+        self.cell_running = True
+        self.cell_calls = []
+        self.cell_interrupted = False
+        self.interrupted = []
+        self.cell_parent = self._parent_id()
+        try:
+            self._cell_loop = asyncio.get_running_loop()
+            self.cell_task = asyncio.current_task()
+        except RuntimeError:  # a terminal's synchronous cell: no loop runs it
+            self._cell_loop = self.cell_task = None
+        # the cell's own SIGINT handler is in place now (ipykernel swaps it per message,
+        # and restores its own afterwards): put ours in front of it for this cell only
+        self._sigint_before = signal.getsignal(signal.SIGINT)
+        try:
+            signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread
+            self._sigint_before = None
+        if self.interrupts is not None:
+            self.interrupts.cell_started()
+
+    def _cell_finished(self) -> None:
+        if self._sigint_before is not None and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            signal.signal(signal.SIGINT, self._sigint_before)
+        self._sigint_before = None
+        self.cell_running = False
+        self.cell_task = None
+        if self.interrupts is not None:
+            self.interrupts.cell_finished()
+
+    def _parent_id(self) -> str | None:
+        if self.kernel is None:
+            return None
+        try:
+            return str(self.kernel.get_parent().get("header", {}).get("msg_id"))
+        except Exception:
+            return None
+
+    def in_running_cell(self) -> bool:
+        """True when the code running now belongs to the cell being executed."""
+        return self.cell_running and (self.kernel is None or self._parent_id() == self.cell_parent)
+
+    def _origin(self) -> str:
+        """Who starts a call now: this ``cell``, a ``widget`` (a Run button), or an MCP ``client``."""
+        if self.in_running_cell():
+            return "cell"
+        if self.kernel is not None:
+            try:
+                if self.kernel.get_parent().get("header", {}).get("msg_type") == "comm_msg":
+                    return "widget"
+            except Exception:
+                pass
+        return "client"
+
+    def _call_started(self, call: Call) -> None:
+        if self.in_running_cell():
+            self.cell_calls.append(call)
+            self.show(call)
 
     def show(self, call: Call) -> None:
         """Render the call in the current cell: a live widget, or text where there is none."""
         show_call(call)
 
+    def _display_call(self, call: Call) -> None:
+        """A ``Call`` as a cell's value: its view is in this cell already, else show one."""
+        if not any(shown is call for shown in self.cell_calls):
+            self.show(call)
+
+    # -- interrupts -------------------------------------------------------------------
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """Cancel this cell's calls first (their cleanup starts now), then interrupt as before."""
+        self.cell_interrupted = True
+        live = [call for call in self.cell_calls if not call.settled]
+        loop = self._cell_loop
+        try:
+            if loop is not None and live and self.kernel is None and self.cell_task is not None:
+                # terminal IPython has no cancel-on-SIGINT of its own: cancel the cell
+                loop.call_soon_threadsafe(self.cell_task.cancel)
+            elif callable(self._sigint_before):
+                self._sigint_before(signum, frame)  # ipykernel's: cancels the awaiting cell
+            elif self._sigint_before != signal.SIG_IGN:
+                raise KeyboardInterrupt
+        finally:
+            # queued after the cell's cancel, so an awaiting cell sees its cancellation
+            # (not a settled call), while the calls' cleanup starts in the same loop turn
+            if loop is not None:
+                for call in live:
+                    loop.call_soon_threadsafe(call.cancel)  # threadsafe: also wakes the loop
+
+    async def after_interrupt(self, call: Call) -> None:
+        """An awaited call was cancelled: let its cleanup finish (bounded), and note it for the cell."""
+        cleaned: bool | None = None
+        try:
+            if not self.app.active_calls:  # nothing else runs: every detached task is cleanup
+                cleaned = await self.app.wait_background(CLEANUP_WAIT)
+            else:
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:  # interrupted again: stop waiting
+            cleaned = False
+        self.interrupted.append(Interrupted(call.tool.name if call.tool else "?", cleaned))
+
+    def quiet(self, error: BaseException) -> BaseException:
+        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's)."""
+        line = self._one_line(type(error).__name__, str(error))
+        error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
+        return error
+
+    def _one_line(self, name: str, text: str) -> str:
+        """An error line as IPython shows one: the name in red (unless colours are off), then the text."""
+        if str(getattr(self.shell, "colors", "")).lower() == "nocolor":
+            return f"{name}: {text}"
+        return f"\x1b[31m{name}\x1b[39m: {text}"
+
+    def _render_exception(self, shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> Any:
+        """IPython's custom exception handler (for ``CancelledError``): one line for an interrupt."""
+        if not (self.cell_interrupted or self.interrupted):  # not ours: IPython's usual traceback
+            return shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
+        lines = [self._one_line("KeyboardInterrupt", self.interrupt_line())]
+        # IPython renders (and stores in its history) whatever _render_traceback_ returns
+        value._render_traceback_ = lambda: lines  # type: ignore[attr-defined]
+        return shell.showtraceback((KeyboardInterrupt, value, None))
+
+    def interrupt_line(self) -> str:
+        """``slow was interrupted; its cleanup ran.`` (one sentence per interrupted call of the cell)."""
+        waited = {item.tool: item.cleaned for item in self.interrupted}
+        idle = not self.app.active_calls and self.app.background_tasks == 0
+        names = [call.tool.name if call.tool else "?" for call in self.cell_calls if call.status == "cancelled"]
+        names += [name for name in waited if name not in names]
+        if not names:
+            return "the cell was interrupted."
+        parts = []
+        for name in dict.fromkeys(names):
+            cleaned = waited.get(name, idle or None)
+            if cleaned:
+                parts.append(f"{name} was interrupted; its cleanup ran.")
+            elif cleaned is None:
+                parts.append(f"{name} was interrupted; its cleanup finishes in the background.")
+            else:
+                parts.append(f"{name} was interrupted; its cleanup is still running.")
+        return " ".join(parts)
+
+    # -- cards, serving, status ---------------------------------------------------------
     def card(self, bound: Any) -> Any:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
-        return ToolCard(bound.tool) if has_widget_frontend() else bound
+        return ToolCard(bound.tool, self.app) if has_widget_frontend() else bound
 
     def serve(self, host: str, port: int, auth: bool) -> Any:
         """Start serving (once); print the URL, token and client configuration."""
         from .serve import KernelServer
 
+        if self.kernel is None:
+            print(
+                "%fusion serve needs a Jupyter kernel, whose event loop keeps running between cells; "
+                "in a terminal serve the notebook with `fusion-nb serve notebook.ipynb` instead."
+            )
+            return None
         if self.server is not None and self.server.running:
             print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
             return None
@@ -81,6 +275,7 @@ class Host:
         return self.panel
 
     def stop(self) -> Any:
+        """Stop serving (the activity panel lets go of the app)."""
         if self.server is None or not self.server.running:
             print("Not serving.")
             return None
@@ -95,20 +290,68 @@ class Host:
             self.panel.close()  # lets go of the app's call listener
             self.panel = None
 
+    def inspect(self, tool: str | None) -> Any:
+        """``%fusion inspect [TOOL]``: the tool definitions as a client gets them, and the live traffic log."""
+        from ..mcp import tool_definition
+
+        if tool is not None and not any(tool in t.name for t in self.app.tools):
+            known = ", ".join(t.name for t in self.app.tools) or "none yet"
+            print(f"No tool matches {tool!r} (tools: {known}).")
+            return None
+
+        def definitions() -> list[dict[str, Any]]:
+            return [tool_definition(t) for t in self.app.tools]
+
+        if has_widget_frontend():
+            from fusion_nb.widgets import InspectorView
+
+            if self.inspector is not None:
+                self.inspector.close()  # one live inspector at a time: the old one lets go of the log
+            self.inspector = InspectorView(definitions, self.traffic, tool=tool)
+            return self.inspector
+        shown = [d for d in definitions() if tool is None or tool in d["name"]]
+        print(json.dumps(shown if len(shown) != 1 else shown[0], indent=2, ensure_ascii=False))
+        print()
+        print(self.traffic.text(tool))
+        return None
+
     def status(self) -> str:
+        """Tools, running calls, serving state: a few lines."""
         calls = self.app.active_calls
         lines = [f"{len(self.app.tools)} tool(s); {len(calls)} call(s) running"]
-        lines += [f"  {call.tool.name}: {call.status}" for call in calls]
+        lines += [f"  {call.tool.name if call.tool else '?'}: {call.status}" for call in calls]
         lines.append("not serving" if self.server is None else f"serving at {self.server.url}")
         return "\n".join(lines)
 
     def close(self) -> None:
+        """Undo everything ``__init__`` wired (``%unload_ext``)."""
+        self._undo_on_call()
+        self.traffic.close()
+        self.shell.events.unregister("pre_execute", self._cell_started)
+        self.shell.events.unregister("post_execute", self._cell_finished)
+        if self._owns_custom_exc:
+            self.shell.set_custom_exc((), None)
+        if self._quiet_wait in self.shell.ast_transformers:
+            self.shell.ast_transformers.remove(self._quiet_wait)
+        formatter = self.shell.display_formatter
+        formatter.ipython_display_formatter.pop(Call, None)
+        formatter.formatters["text/plain"].pop(CallResult, None)
         if self.interrupts is not None:
-            self.shell.events.unregister("pre_execute", self.interrupts.cell_started)
-            self.shell.events.unregister("post_execute", self.interrupts.cell_finished)
             self.interrupts.close()
         if self.loop is not None and self.wake_signal is not None:
             self.loop.remove_signal_handler(self.wake_signal)
         if self.server is not None:
             self.server.stop_soon()
         self._close_panel()
+        if self.inspector is not None:
+            self.inspector.close()
+
+
+def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:
+    """``Out[n]`` of ``await app.call(...)``: the value (or the error), not the wire content."""
+    if result.error is not None:
+        printer.text(f"<CallResult {result.error.code}: {result.error.message}>")
+        return
+    printer.text("CallResult(value=")
+    printer.pretty(result.value)
+    printer.text(")")

@@ -46,7 +46,6 @@ class IdleInterrupts:
         self.app = app
         self.loop = loop
         self.previous: Any = None
-        self.installed = False
         #: while a cell runs, ipykernel's own handler stops it: we stay out of the way
         self.cell_running = False
         self._watching: dict[str, Any] = {}
@@ -83,10 +82,8 @@ class IdleInterrupts:
             if current is not self:
                 self.previous = current
                 signal.signal(signal.SIGINT, self)
-                self.installed = True
         elif current is self:
             signal.signal(signal.SIGINT, self.previous if self.previous is not None else signal.SIG_IGN)
-            self.installed = False
 
     # -- the handler ----------------------------------------------------------------
     def __call__(self, signum: int, frame: Any) -> None:

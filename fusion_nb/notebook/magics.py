@@ -1,4 +1,4 @@
-"""``%%fusion_tool`` (define a tool from a cell) and ``%fusion`` (list, serve, stop, status, help)."""
+"""``%%fusion_tool`` (define a tool from a cell) and ``%fusion`` (list, serve, stop, status, inspect, help)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..engine import ToolBuilder
+from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
-from .cell_tool import CellTool, describe
+from .cell_tool import TOOL_CELL_PREFIX, CellTool
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 
@@ -36,12 +37,13 @@ class FusionMagics(Magics):
         header = line.strip()
         if not header:
             raise UsageError(
-                '%%fusion_tool needs a tool name or a builder, e.g. %%fusion_tool report.generate or %%fusion_tool f.query("weather").with_string("city")'
+                "%%fusion_tool needs a tool name or a builder, e.g. %%fusion_tool report.generate"
+                ' or %%fusion_tool f.query("weather").with_string("city")'
             )
         builder = self._builder(header)
         number = self._cell_number()
         raw = f"%%fusion_tool {line}\n{cell}"
-        filename = f"<fusion-tool-cell-{number}-{abs(hash(raw)):x}>"
+        filename = f"{TOOL_CELL_PREFIX}{number}-{abs(hash(raw)):x}>"
         register_source(filename, raw)
         filename_map = getattr(getattr(self.shell, "compile", None), "_filename_map", None)
         if isinstance(filename_map, dict):
@@ -88,21 +90,25 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "help"],
-        help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; help",
+        choices=["list", "serve", "stop", "status", "inspect", "help"],
+        help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; "
+        "inspect what an agent sees; help",
     )
+    @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
     @argument("--port", type=int, default=0, help="port to bind (default: a free port)")
     @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")
     def fusion(self, line: str) -> Any:
-        """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | help."""
+        """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
         args = parse_argstring(self.fusion, line)
+        if args.tool is not None and args.command != "inspect":
+            raise UsageError(f"%fusion {args.command} takes no tool name (only %fusion inspect TOOL does)")
         if args.command == "list":
             tools = self.host.app.tools
             if not tools:
                 print("No tools yet: define one with %%fusion_tool <name>.")
             for tool in tools:
-                print(describe(tool))
+                print(describe_tool(tool))
             return None
         if args.command == "serve":
             return self.host.serve(host=args.host, port=args.port, auth=not args.no_auth)
@@ -111,6 +117,15 @@ class FusionMagics(Magics):
         if args.command == "status":
             print(self.host.status())
             return self.host.panel
-        print(self.fusion.__doc__)
-        print(self.fusion.parser.format_help())
+        if args.command == "inspect":
+            return self.host.inspect(args.tool)
+        print(usage(self.fusion.parser.format_help()))
         return None
+
+
+def usage(help_text: str) -> str:
+    """argparse help as plain text: without the reStructuredText ``::`` IPython puts before the usage."""
+    head, _, rest = help_text.partition("\n\n")
+    if head.strip() == "::":
+        head, _, rest = rest.partition("\n\n")
+    return "Usage: " + " ".join(head.split()) + "\n\n" + rest.strip()

@@ -5,7 +5,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
 async def test_kernel_runs_cells_and_tracks_widgets(kernel):
     cell = await kernel.run(
-        "import sys, ipywidgets as w\nb = w.Button(description='Go')\nclicks = []\nb.on_click(lambda _: clicks.append(1))\ndisplay(b)\nprint(sys.executable)"
+        "import sys, ipywidgets as w\nb = w.Button(description='Go')\nclicks = []\n"
+        "b.on_click(lambda _: clicks.append(1))\ndisplay(b)\nprint(sys.executable)"
     )
     assert ".venv" in cell.stdout
     (button,) = kernel.find_widgets("ButtonModel", description="Go")

@@ -8,7 +8,8 @@ REFUND = '''%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoic
 """Refund an invoice after a person approves it."""
 approved = read_input("confirm")
 if approved is None:
-    return require_input.elicit(f"Refund invoice {input.id}?", {"confirm": ask.boolean("Approve the refund")}, state={"id": input.id})
+    fields = {"confirm": ask.boolean("Approve the refund")}
+    return require_input.elicit(f"Refund invoice {input.id}?", fields, state={"id": input.id})
 return f"refunded {read_request_state()['id']}" if approved else "declined"
 '''
 
@@ -32,7 +33,8 @@ async def test_scripted_answers_for_unattended_runs(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(REFUND)
     cell = await kernel.run(
-        "from fusion_nb.notebook import script_answers\nscript_answers({'confirm': False})\nprint(await billing_refund(id='inv-8'))"
+        "from fusion_nb.notebook import script_answers\nscript_answers({'confirm': False})\n"
+        "print(await billing_refund(id='inv-8'))"
     )
     assert cell.stdout.strip() == "declined"
     assert kernel.find_widgets("ButtonModel", description="Submit") == []

@@ -9,13 +9,16 @@ async def test_load_is_idempotent_and_tools_of_every_kind_are_callable(kernel):
     await kernel.run("%load_ext fusion_nb\n%load_ext fusion_nb\nimport asyncio")
     await kernel.run('%%fusion_tool greet\n"""Say hello."""\nreturn f"hello {ctx.tool.name}"')
     await kernel.run(
-        '%%fusion_tool f.query("math.add").with_integer("a").with_integer("b", default=2)\nawait asyncio.sleep(0)\nreturn input.a + input.b'
+        '%%fusion_tool f.query("math.add").with_integer("a").with_integer("b", default=2)\n'
+        "await asyncio.sleep(0)\nreturn input.a + input.b"
     )
     await kernel.run(
-        '%%fusion_tool f.action("count").with_integer("n")\nawait asyncio.sleep(0)\nfor i in range(input.n):\n    yield progress((i + 1) * 100 / input.n, f"step {i + 1}")\nreturn "counted"'
+        '%%fusion_tool f.action("count").with_integer("n")\nawait asyncio.sleep(0)\nfor i in range(input.n):\n'
+        '    yield progress((i + 1) * 100 / input.n, f"step {i + 1}")\nreturn "counted"'
     )
     await kernel.run(
-        '%%fusion_tool f.action("sync.steps")\nimport threading\nyield progress(50)\nreturn threading.current_thread() is not threading.main_thread()'
+        '%%fusion_tool f.action("sync.steps")\nimport threading\nyield progress(50)\n'
+        "return threading.current_thread() is not threading.main_thread()"
     )
     cell = await kernel.run("print(await greet(), await math_add(a=40), await count(n=3), await sync_steps())")
     assert cell.stdout.strip() == "hello greet 42 counted True"
@@ -24,7 +27,8 @@ async def test_load_is_idempotent_and_tools_of_every_kind_are_callable(kernel):
     )
     assert (
         listing.stdout.strip()
-        == "[('greet', 'sync', 'Say hello.'), ('math.add', 'async', None), ('count', 'async_gen', None), ('sync.steps', 'sync_gen', None)]"
+        == "[('greet', 'sync', 'Say hello.'), ('math.add', 'async', None), ('count', 'async_gen', None), "
+        "('sync.steps', 'sync_gen', None)]"
     )
 
 
@@ -49,7 +53,8 @@ async def test_syntax_error_points_at_the_cell_line(kernel):
 async def test_runtime_error_traceback_names_the_cell_line_and_source(kernel):
     await kernel.run("%load_ext fusion_nb")
     await kernel.run(
-        "%%fusion_tool f.action('boom').with_integer('x')\n\"\"\"Fails on purpose.\"\"\"\ny = input.x * 2\nraise ValueError(f'bad value {y}')\nreturn y"
+        '%%fusion_tool f.action(\'boom\').with_integer(\'x\')\n"""Fails on purpose."""\n'
+        "y = input.x * 2\nraise ValueError(f'bad value {y}')\nreturn y"
     )
     cell = await kernel.run("await boom(x=21)", ok=False)
     assert cell.error["ename"] == "ValueError" and cell.error["evalue"] == "bad value 42"
@@ -57,6 +62,8 @@ async def test_runtime_error_traceback_names_the_cell_line_and_source(kernel):
 
     shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(cell.error["traceback"]))
     assert "line 4" in shown and "raise ValueError(f'bad value {y}')" in shown, shown
+    assert "await boom(x=21)" in shown, "the calling cell's line"
+    assert "fusion_nb" not in shown and "anyio" not in shown and "asyncio" not in shown, "no internal frames"
 
 
 async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
@@ -80,14 +87,14 @@ async def test_fusion_line_magic(kernel):
     status = await kernel.run("%fusion status")
     assert "1 tool(s); 0 call(s) running" in status.stdout and "not serving" in status.stdout
     helped = await kernel.run("%fusion help")
-    assert "list | serve | stop | status | help" in helped.stdout and "--no-auth" in helped.stdout
+    assert "list | serve | stop | status | inspect [TOOL] | help" in helped.stdout and "--no-auth" in helped.stdout
 
 
 async def test_fusion_help_the_ipython_way_and_unload(kernel):
     await kernel.run("%load_ext fusion_nb")
     helped = await kernel.run("%fusion?")
     pages = [p["data"]["text/plain"] for p in helped.reply["content"].get("payload", []) if p.get("source") == "page"]
-    assert pages and "--no-auth" in pages[0] and "list | serve | stop | status | help" in pages[0]
+    assert pages and "--no-auth" in pages[0] and "list | serve | stop | status | inspect [TOOL] | help" in pages[0]
     await kernel.run("%unload_ext fusion_nb")
     gone = await kernel.run("%%fusion_tool x\nreturn 1", ok=False)
     assert "UsageError" in gone.stderr and "fusion_tool" in gone.stderr

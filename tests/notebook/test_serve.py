@@ -22,7 +22,8 @@ async def connect(url, token, mode, **options):
 async def serve(kernel):
     await kernel.run("%load_ext fusion_nb\nimport anyio")
     await kernel.run(
-        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\nyield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
+        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\n'
+        'yield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
     )
     served = await kernel.run("%fusion serve")
     url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
@@ -43,7 +44,7 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
     for mode in ("legacy", "auto"):
         progress = []
 
-        async def on_progress(value, total, message):
+        async def on_progress(value, total, message, progress=progress):
             progress.append((value, message))
 
         async with connect(url, token, mode) as client:
@@ -55,6 +56,11 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
     async with httpx.AsyncClient() as http:
         denied = await http.post(url, json={}, headers={"Content-Type": "application/json"})
     assert denied.status_code == 401
+    seen = await kernel.run("from fusion_nb.notebook import current_host\nprint(current_host().traffic.text('shout'))")
+    lines = seen.stdout.splitlines()
+    assert any(re.search(r"shout \(client\) → tools/call \+0 ms \{\"text\":\"hi\"\}", line) for line in lines), lines
+    assert any("shout (client) ← notifications/progress" in line and "50% half" in line for line in lines), lines
+    assert any(re.search(r"shout \(client\) ← result \+\d+ ms", line) for line in lines), lines
     status = await kernel.run("%fusion status")
     assert f"serving at {url}" in status.stdout and "<ActivityPanel fusion-nb" in status.texts()[-1]
     listeners = await kernel.run("import fusion_nb\nprint(len(fusion_nb.default_app._call_listeners))")

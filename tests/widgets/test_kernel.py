@@ -64,7 +64,7 @@ async def test_submitting_the_form_resumes_the_awaiting_cell(kernel):
     await kernel.run(SETUP)
     cell = kernel.submit(run_in_view("app.start('greet', channel=WidgetInputChannel())"))
     submit = await one(kernel, "ButtonModel", "the Submit button", description="Submit")
-    name = await one(kernel, "TextModel", "the name field", description="name")
+    name = await one(kernel, "TextModel", "the name field", description="Your name")
     assert cell.reply is None, "the cell awaits the answer"
     kernel.set_value(name, value="Ada")
     await kernel.wait_until(lambda: kernel.widgets[name].get("value") == "Ada", what="the echoed value")
@@ -77,13 +77,15 @@ async def test_submitting_the_form_resumes_the_awaiting_cell(kernel):
 async def test_cancel_button_aborts_the_call(kernel):
     await kernel.run(SETUP)
     cell = kernel.submit(run_in_view("app.start('stuck')"))
-    bar = await one(kernel, "FloatProgressModel", "the bar", description="stuck")
+    bar = await one(kernel, "FloatProgressModel", "the bar")
     await kernel.wait_until(lambda: kernel.widgets[bar]["value"] == 10, what="progress 10")
-    cancel = await one(kernel, "ButtonModel", "the Cancel button", description="Cancel")
-    kernel.click(cancel)
+    stop = await one(kernel, "ButtonModel", "the Stop button", description="Stop")
+    kernel.click(stop)
     await kernel.finished(cell)
     assert cell.status == "ok" and "RESULT cancelled CANCELLED" in cell.stdout
     assert kernel.widgets[bar]["value"] == 10 and kernel.widgets[bar]["bar_style"] == ""
+    style = kernel.widgets[kernel.widgets[bar]["style"].removeprefix("IPY_MODEL_")]
+    assert style["bar_color"].startswith("var(--jp-ui-font-color1"), "a stopped bar is grey, not blue"
     done = await kernel.run("print(len(call._listeners), app.active_calls, app.background_tasks)")
     assert done.stdout.split() == ["0", "[]", "0"]
 
@@ -92,7 +94,7 @@ async def test_a_progress_flood_costs_few_messages_and_ends_exact(kernel):
     await kernel.run(SETUP)
     cell = await kernel.run(run_in_view("app.start('flood')"), timeout=120)
     assert "RESULT done flooded" in cell.stdout
-    (bar,) = kernel.find_widgets("FloatProgressModel", description="flood")
+    (bar,) = kernel.find_widgets("FloatProgressModel")
     sent = updates(kernel, bar)
     assert 1 <= len(sent) < 200, len(sent)
     assert kernel.widgets[bar]["value"] == 100.0 and kernel.widgets[bar]["bar_style"] == "success"
@@ -114,18 +116,18 @@ async def test_tool_card_run_output_lands_in_the_defining_cell(kernel):
             yield fnb.progress(50, 'half way')
             yield fnb.respond('hi ' + input.name)
 
-        display(ToolCard(hello))
+        display(ToolCard(hello, app))
     """)
     )
-    name = await one(kernel, "TextModel", "the name field", description="name")
-    run = await one(kernel, "ButtonModel", "the Run button", description="Run")
+    name = await one(kernel, "TextModel", "the name field", description="Who")
+    run = await one(kernel, "ButtonModel", "the Run button", description="Run hello")
     kernel.set_value(name, value="Ada")
     await kernel.wait_until(lambda: kernel.widgets[name].get("value") == "Ada", what="the echoed value")
     kernel.click(run)
     await kernel.wait_until(
         lambda: "handler greets Ada" in card_cell.stdout, what="the handler's print in the card's cell"
     )
-    bar = await one(kernel, "FloatProgressModel", "the call's bar", description="hello")
+    bar = await one(kernel, "FloatProgressModel", "the call's bar")
     await kernel.wait_until(lambda: kernel.widgets[bar]["value"] == 100.0, what="the call to finish")
     opened = [m for m in kernel.iopub if m["msg_type"] == "comm_open" and m["content"]["comm_id"] == bar]
     assert opened[0]["parent_header"]["msg_id"] == card_cell.msg_id, (

@@ -2,6 +2,7 @@
 
 import contextvars
 import io
+import re
 
 import anyio
 import pytest
@@ -37,7 +38,7 @@ def refund(app):
         if approved is None:
             action = input_response("confirm").action
             if action in ("decline", "cancel"):
-                return f"refund {action}d"
+                return {"decline": "refund declined", "cancel": "refund cancelled"}[action]
             return require_input.elicit(
                 f"Refund {input.id}?",
                 {
@@ -109,21 +110,25 @@ async def test_form_cannot_be_answered_twice():
     first = form.response
     form.submit_button.click()
     form.decline_button.click()
-    form.cancel_button.click()
+    form.dismiss_button.click()
     assert form.response is first and not form.submit() and not form.decline()
-    assert all(b.disabled for b in form.buttons) and form.inputs["name"].widget.disabled
-    assert "Submitted" in form.outcome.value and "name = &#x27;Bo&#x27;" in form.outcome.value
+    assert all(b.disabled and b.layout.display == "none" for b in form.buttons), "answered: no buttons left"
+    assert form.inputs["name"].widget.disabled
+    assert "Submitted" in form.outcome.value and "Name = &#x27;Bo&#x27;" in form.outcome.value
+    children = list(form.children)
+    assert children.index(form.question) < children.index(form.outcome), "the question stays above its answer"
     assert repr(form) == "<ElicitationForm 'Sign up' fields=['name'] accept>"
 
 
 async def test_url_prompt_links_safely_and_answers():
     prompt = UrlPrompt(require_input.url("Approve the payment", "https://pay.example/x?a=1&b=<2>"))
     assert 'target="_blank"' in prompt.link.value and "&amp;b=&lt;2&gt;" in prompt.link.value
+    assert re.search(r'<a href="[^"]+"[^>]*class="jupyter-button', prompt.link.value), "a real link, styled as a button"
     prompt.done_button.click()
-    prompt.cancel_button.click()
+    prompt.dismiss_button.click()
     assert prompt.response.action == "accept"
     other = UrlPrompt(require_input.url("Approve", "https://pay.example/"))
-    other.cancel_button.click()
+    other.dismiss_button.click()
     assert other.response.action == "cancel"
 
 
@@ -138,27 +143,31 @@ async def test_submit_in_the_call_view_resumes_the_handler(app, refund):
     form = view.prompt
     assert form is channel.prompts[-1] and view.input_box.children == (form,)
     assert "waiting for input" in view.status_line.value and view.bar.bar_style == "warning"
-    assert repr(view).startswith("<CallView billing.refund: waiting for input 0%")
+    assert repr(view).startswith("<CallView billing.refund: ◆ waiting for input   0%")
     form.inputs["confirm"].widget.value = True
     form.inputs["reason"].widget.value = "duplicate"
     form.submit_button.click()
     result = await call.wait()
     assert result.value == "refunded 12.5 for duplicate"
     assert "done" in view.status_line.value and view.bar.value == 100.0 and view.bar.bar_style == "success"
-    assert "refunded 12.5 for duplicate" in view.result_line.value
+    assert "refunded" not in view.status_line.value + view.details.value, "the value is Out[n]'s, shown once"
     assert form.answered and form.abandoned is None and all(b.disabled for b in form.buttons)
     form.submit_button.click()  # nothing happens: the call is over and the form answered
     assert form.response.content == {"confirm": True, "reason": "duplicate", "amount": 12.5}
 
 
-@pytest.mark.parametrize("button", ["decline", "cancel"])
-async def test_decline_and_cancel_answers_reach_the_handler(app, refund, button):
+@pytest.mark.parametrize(
+    ("button", "answer", "shown"), [("decline", "declined", "Declined"), ("dismiss", "cancelled", "Dismissed")]
+)
+async def test_decline_and_dismiss_answers_reach_the_handler(app, refund, button, answer, shown):
     call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
     view = CallView(call)
     await until(call, waiting)
+    labels = [b.description for b in (*view.prompt.buttons, view.stop_button)]
+    assert len(labels) == len(set(labels)), f"two buttons share a label: {labels}"
     getattr(view.prompt, f"{button}_button").click()
-    assert (await call.wait()).value == f"refund {button}d"
-    assert ("Declined" if button == "decline" else "Cancelled") in view.prompt.outcome.value
+    assert (await call.wait()).value == f"refund {answer}"
+    assert shown in view.prompt.outcome.value
 
 
 async def test_without_a_view_the_channel_shows_the_form_itself(app, refund):
@@ -217,13 +226,14 @@ async def test_cancel_button_aborts_the_call(app, stuck):
     call = app.start("stuck")
     view = CallView(call)
     await until(call, lambda c: c.progress is not None)
-    assert view.cancel_button.layout.display != "none"
-    view.cancel_button.click()
+    assert view.stop_button.layout.display != "none"
+    view.stop_button.click()
     result = call.result
     assert result is not None and result.error.code == "CANCELLED" and call.status == "cancelled"
-    assert "cancelled" in view.status_line.value and view.bar.value == 40.0 and view.bar.bar_style == ""
-    assert "CANCELLED" in view.result_line.value and view.cancel_button.layout.display == "none"
-    assert repr(view).startswith("<CallView stuck: cancelled 40% ") and repr(view).endswith(" CANCELLED>")
+    assert "cancelled" in view.status_line.value and view.bar.value == 40.0
+    assert view.bar.style.bar_color == LOOKS["cancelled"].color != LOOKS["running"].color, "a stopped bar is not blue"
+    assert "CANCELLED" in view.status_line.value and view.stop_button.layout.display == "none"
+    assert repr(view).startswith("<CallView stuck: ■ cancelled  40% · ") and "CANCELLED" in repr(view)
     await stuck.cleaned.wait()
 
 
@@ -232,10 +242,10 @@ async def test_cancel_while_the_form_waits_disables_the_form(app, refund):
     view = CallView(call)
     await until(call, waiting)
     form = view.prompt
-    view.cancel_button.click()
+    view.stop_button.click()
     assert (await call.wait()).error.code == "CANCELLED"
     assert form.abandoned == "cancelled" and not form.answered and all(b.disabled for b in form.buttons)
-    assert "no longer applies" in form.outcome.value
+    assert "Not answered: the call was cancelled" in form.outcome.value
     form.submit_button.click()
     assert form.response is None
 
@@ -258,6 +268,7 @@ async def test_a_progress_flood_is_coalesced_and_the_final_state_is_exact(app):
     assert result.value == "flooded"
     assert len(bar_sends) <= 2 and len(line_sends) <= 2, (bar_sends, line_sends)
     assert bar_sends[-1]["state"] == {"value": 100.0, "bar_style": "success"}
+    assert "flooded" not in view.status_line.value
     assert "done" in view.status_line.value and "step 4999" in view.status_line.value
 
 
@@ -271,8 +282,8 @@ async def test_final_state_of_a_failure_is_exact(app):
     view = CallView(call, interval=3600)
     await call.wait()
     assert view.bar.value == 37.5 and view.bar.bar_style == "danger"
-    assert "failed" in view.status_line.value and "almost" in view.status_line.value
-    assert "BOOM: the widget factory exploded" in view.result_line.value
+    assert "failed" in view.status_line.value and " 38%" in view.status_line.value
+    assert "BOOM: the widget factory exploded" in view.status_line.value, "the error replaces the last message"
 
 
 async def test_nothing_stays_attached_to_a_settled_call(app, stuck):
@@ -280,9 +291,9 @@ async def test_nothing_stays_attached_to_a_settled_call(app, stuck):
     view = CallView(call)
     panel = ActivityPanel(app)
     await until(call, lambda c: c.progress is not None)
-    assert views_for(call)[0] is view and len(call._listeners) == 3  # view, panel's view, panel
+    assert views_for(call.id)[0] is view and len(call._listeners) == 3  # view, panel's view, panel
     call.cancel()
-    assert call._listeners == [] and views_for(call) == []
+    assert call._listeners == [] and views_for(call.id) == []
     assert not view.coalescer.pending and view._tick is None and not view.live
     panel.close()
     assert app._call_listeners == []
@@ -297,14 +308,50 @@ async def test_a_view_of_a_settled_call_subscribes_to_nothing(app):
     call = app.start("quick")
     await call.wait()
     view = CallView(call)
-    assert call._listeners == [] and repr(view).startswith("<CallView quick: done 100% ")
-    assert view.cancel_button.layout.display == "none" and "42" in view.result_line.value
+    assert call._listeners == [] and repr(view).startswith("<CallView quick: ✔ done 100% · ")
+    assert view.stop_button.layout.display == "none" and "42" not in view.status_line.value
 
 
-def test_every_status_looks_different():
+def test_every_status_looks_different_and_only_running_is_blue():
     assert len(LOOKS) == 7
-    assert len({(look.bar_style, look.icon) for look in LOOKS.values()}) == 7
+    assert len({look.icon for look in LOOKS.values()}) == 7
     assert len({look.label for look in LOOKS.values()}) == len({look.color for look in LOOKS.values()}) == 7
+    for status in ("cancelled", "timed out", "failed"):
+        assert "info" not in LOOKS[status].color and "brand" not in LOOKS[status].color, status
+        assert LOOKS[status].bar_style in ("", "danger")
+    for look in LOOKS.values():
+        assert all(ord(ch) < 0x2800 for ch in look.icon), f"{look.icon!r} needs an emoji font"
+        assert look.color.startswith("var(--jp-"), "colours follow the JupyterLab theme"
+
+
+def test_colours_live_in_one_module():
+    from pathlib import Path
+
+    import fusion_nb.widgets as package
+
+    hex_colour = re.compile(r"#[0-9a-fA-F]{6}\b")
+    spelled = {f.name for f in Path(package.__file__).parent.glob("*.py") if hex_colour.search(f.read_text())}
+    assert spelled <= {"status.py"}, spelled
+
+
+async def test_the_view_row_never_wraps_and_shows_rate_and_eta(app):
+    @app.f.action("halfway").handle
+    async def halfway(input, ctx):
+        yield progress(50, "a message long enough to need an ellipsis " * 5)
+        await anyio.sleep_forever()
+
+    call = app.start("halfway")
+    await until(call, lambda c: c.progress is not None)
+    view = CallView(call)
+    view.started -= 10  # as if it had run for 10 s: 5 %/s, 10 s to go
+    view._flush()
+    row = view.status_line.value
+    assert "white-space:nowrap" in row and "text-overflow:ellipsis" in row
+    assert "00:10&lt;00:10, 5%/s" in row, row
+    assert 'title="halfway: ▶ running' in row, "the full line on hover"
+    assert view.layout.width and view.bar.layout.width, "fixed widths"
+    call.cancel()
+    assert "00:10" in view.status_line.value and "%/s" not in view.status_line.value
 
 
 # -- tool card -------------------------------------------------------------------------------
@@ -330,8 +377,10 @@ async def test_tool_card_runs_the_tool_in_the_defining_context(app):
         )
 
     cell.set("defining cell")
-    card = ToolCard(greet)
+    card = ToolCard(greet, app)
     assert "read-only" in card.children[0].value and "Say hello" in card.children[0].value
+    assert card.inputs["name"].widget.description == "Who", "the description is the label"
+    assert card.inputs["tone"].widget.description == "Tone (optional)"
     assert repr(card) == "<ToolCard greet (query) args=['name', 'times', 'tone'] runs=0>"
     card.run_button.click()
     assert card.views == [] and "required" in card.inputs["name"].error.value
@@ -354,7 +403,7 @@ async def test_tool_card_keeps_a_short_history(app):
     async def noop(input, ctx):
         return None
 
-    card = ToolCard(noop, keep=2)
+    card = ToolCard(noop, app, keep=2)
     for _ in range(4):
         call = card.run()
         await call.wait()
@@ -377,7 +426,7 @@ async def test_activity_panel_lists_live_calls_and_keeps_a_short_history(app, st
     assert list(panel.live) == [live] and len(panel.recent) == 2
     assert repr(panel) == "<ActivityPanel widgets: 1 live, 2 recent>"
     assert "1 live call" in panel.title.value
-    panel.live[live].cancel_button.click()
+    panel.live[live].stop_button.click()
     assert panel.live == {} and len(panel.recent) == 2 and panel.recent[0].call is live
     panel.close()
     assert app._call_listeners == []
@@ -397,7 +446,8 @@ async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
     text_progress(call, file=out, interval=3600)
     await call.wait()
     lines = out.getvalue().splitlines()
-    assert len(lines) <= 2 and lines[-1] == "steps: done 100% finished"
+    assert len(lines) <= 2 and lines[-1].startswith("steps: ✔ done 100% · 00:0")
+    assert "finished" not in lines[-1], "the value is the cell's, not the view's"
 
 
 # -- smaller pieces ---------------------------------------------------------------------------
@@ -437,13 +487,14 @@ async def test_show_call_falls_back_to_text_without_a_kernel(app, capsys):
     call = app.start("quick")
     show_call(call)
     await call.wait()
-    assert capsys.readouterr().out.splitlines()[-1] == "quick: done 100% ok"
+    assert capsys.readouterr().out.splitlines()[-1].startswith("quick: ✔ done 100%")
 
 
-def test_tool_schemas_map_onto_form_fields():
-    from fusion_nb.widgets import FieldInput, schema_fields
+def test_tool_schemas_become_the_engines_form_fields():
+    from fusion_nb.widgets import FieldInput, flat_fields
 
     from fusion_nb import Fusion
+    from fusion_nb.engine import AskField
 
     app = Fusion("schemas")
     tool = (
@@ -453,7 +504,8 @@ def test_tool_schemas_map_onto_form_fields():
         .with_integer("i", "I", default=3)
         .handle(lambda input, ctx: None)
     )
-    fields = schema_fields(tool.input_schema)
+    fields = flat_fields(tool.input_schema)
+    assert all(type(f) is AskField for f in fields.values())
     assert [(k, f.type, f.required, f.has_default) for k, f in fields.items()] == [
         ("n", "number", False, False),
         ("b", "boolean", False, False),
@@ -467,6 +519,21 @@ def test_tool_schemas_map_onto_form_fields():
     assert n.problem() == "\"n\" expected a number, got 'lots'"
 
 
+def test_a_tool_with_structured_arguments_gets_no_run_form():
+    from pydantic import BaseModel
+
+    from fusion_nb import Fusion
+
+    class Order(BaseModel):
+        items: list[str]
+
+    app = Fusion("structured")
+    tool = app.f.action("order").with_model(Order).handle(lambda input, ctx: None)
+    card = ToolCard(tool, app)
+    assert card.inputs == {} and card.run_button.layout.display == "none"
+    assert "call it from a cell" in card.children[0].value
+
+
 async def test_a_crash_shows_its_traceback_in_the_view(app):
     @app.f.action("crash").handle
     async def crash(input, ctx):
@@ -475,9 +542,100 @@ async def test_a_crash_shows_its_traceback_in_the_view(app):
     call = app.start("crash")
     view = CallView(call)
     await call.wait()
-    assert "INTERNAL_ERROR" in view.result_line.value
+    assert "INTERNAL_ERROR" in view.status_line.value
     assert (
-        "<details><summary>traceback</summary>" in view.result_line.value
-        and "ZeroDivisionError: no ratio" in view.result_line.value
+        "<details><summary>traceback</summary>" in view.details.value
+        and "ZeroDivisionError: no ratio" in view.details.value
     )
-    assert 'raise ZeroDivisionError("no ratio")' in view.result_line.value.replace("&quot;", '"')
+    assert 'raise ZeroDivisionError("no ratio")' in view.details.value.replace("&quot;", '"')
+
+
+async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_answer(app):
+    @app.f.action("signup").interactive().handle
+    async def signup(input, ctx):
+        if read_input("name") is None:
+            return require_input.elicit("Who are you?", {"name": ask.string("Your name")})
+        if read_input("seats") is None:
+            return require_input.elicit("How many seats?", {"seats": ask.integer("Seats").min(1).max(9)})
+        return f"{read_input('name')}: {read_input('seats')}"
+
+    call = app.start("signup", channel=WidgetInputChannel(frontend=True))
+    view = CallView(call)
+    await until(call, waiting)
+    first = view.prompt
+    first.inputs["name"].widget.value = "Ada"
+    first.submit_button.click()
+    await until(call, lambda c: c.settled or (c.request is not None and c.request.message == "How many seats?"))
+    second = view.prompt
+    assert view.input_box.children == (first, second), "the earlier round stays, above the new one"
+    (line,) = first.children
+    assert "Who are you?" in line.value and "Submitted: Your name = &#x27;Ada&#x27;" in line.value
+    assert line.value.index("Who are you?") < line.value.index("Submitted"), "question, then its answer"
+    assert second.inputs["seats"].widget.description == "Seats (1 to 9)", "bounds are in the label"
+    second.inputs["seats"].widget.value = "4"
+    second.submit_button.click()
+    assert (await call.wait()).value == "Ada: 4"
+
+
+async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
+    from fusion_nb.widgets import InspectorView
+
+    from fusion_nb.mcp import tool_definition
+    from fusion_nb.notebook.traffic import TrafficLog
+
+    @app.f.action("steps").handle
+    async def steps(input, ctx):
+        for i in range(3):
+            yield progress((i + 1) * 33, f"step {i + 1}")
+        yield respond("walked")
+
+    @app.f.action("other").handle
+    async def other(input, ctx):
+        return "x"
+
+    log = TrafficLog(app, origin=lambda: "test")
+    view = InspectorView(lambda: [tool_definition(t) for t in app.tools], log, tool="steps", limit=10)
+    await app.start("steps").wait()
+    await app.start("other").wait()
+    view.coalescer.now()
+    traffic = view.traffic_html.value
+    assert "steps (test) → tools/call" in traffic and "step 3" in traffic and "← result" in traffic
+    assert traffic.count("notifications/progress") == 1, "a run of progress keeps its latest event"
+    assert "other (" not in traffic and "&quot;name&quot;: &quot;steps&quot;" in view.definition_html.value
+    view.filter.value = ""
+    assert "other (test) ← result" in view.traffic_html.value
+    assert "&quot;name&quot;: &quot;other&quot;" in view.definition_html.value
+    view.close()
+    log.close()
+    assert log._listeners == [] and app._call_listeners == []
+
+
+async def test_the_channel_finds_the_views_by_call_id_from_an_input_question(app, stuck):
+    """The engine's seam: ``ask(InputQuestion)`` with the call's id, never the call."""
+    from types import SimpleNamespace
+
+    from fusion_nb.engine import AbortSignal
+
+    call = app.start("stuck")
+    view = CallView(call)
+    question = SimpleNamespace(
+        request=require_input.elicit("Go on?", {"ok": ask.boolean("Carry on")}),
+        tool="stuck",
+        call_id=call.id,
+        signal=AbortSignal(),
+        problems=('"ok" expected true or false, got 3',),
+    )
+    channel = WidgetInputChannel(frontend=True, show=lambda prompt: pytest.fail("shown outside the view"))
+    async with anyio.create_task_group() as tg:
+
+        async def answer():  # runs once ask() waits for the person: the form is in the view by then
+            form = view.prompt
+            assert form is channel.prompts[-1] and "expected true or false" in form.inputs["ok"].error.value
+            form.inputs["ok"].widget.value = True
+            form.submit_button.click()
+
+        tg.start_soon(answer)
+        response = await channel.ask(question)
+    assert response.action == "accept" and response.content == {"ok": True}
+    call.cancel()
+    await stuck.cleaned.wait()

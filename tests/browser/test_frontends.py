@@ -1,0 +1,291 @@
+"""The whole notebook experience in a real browser: JupyterLab 4 and Jupyter Notebook 7, Debian's chromium.
+
+Runs a %%fusion_tool cell and a call, watches the progress bar advance, fills and
+submits an inline form, and presses the toolbar's interrupt button during a long
+call. Checks what a person sees, from the rendered page: the form's labels are the
+field descriptions, no two visible buttons share a label, and the cancelled view's
+bar is not blue (computed style). Screenshots go to ``test-artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+TOKEN = "fusion-browser-test"
+
+CELLS = [
+    "%load_ext fusion_nb\nimport anyio",
+    '%%fusion_tool f.action("count").with_integer("n", "How many steps")\n"""Count slowly, reporting progress."""\n'
+    "for i in range(input.n):\n    await anyio.sleep(0.4)\n"
+    '    yield progress((i + 1) * 100 / input.n, f"step {i + 1} of {input.n}")\nreturn f"counted to {input.n}"',
+    "print(await count(n=6))",
+    '%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()\n'
+    'approved = read_input("confirm")\nif approved is None:\n'
+    '    return require_input.elicit(f"Refund invoice {input.id}?", '
+    '{"confirm": ask.boolean("Approve the refund"), "note": ask.string("Note").optional()})\n'
+    'return f"refunded {input.id}: {input_response(\'note\').value}" if approved else "declined"',
+    'print(await billing_refund(id="inv-7"))',
+    '%%fusion_tool slow\ntry:\n    await anyio.sleep(3600)\nfinally:\n    print("slow cleaned up")',
+    "await slow()",
+    "%fusion inspect count",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FRONTENDS = {
+    "lab": (["-m", "jupyterlab", "--LabApp.expose_app_in_browser=True"], "/lab/tree/ui.ipynb"),
+    "notebook7": (["-m", "notebook", "--JupyterNotebookApp.expose_app_in_browser=True"], "/notebooks/ui.ipynb"),
+}
+
+
+@pytest.fixture(scope="module", params=list(FRONTENDS))
+def lab(request, tmp_path_factory):
+    """A Jupyter server with the chosen front end: (base URL, notebook path, front end name)."""
+    command, page = FRONTENDS[request.param]
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    root = tmp_path_factory.mktemp("lab")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "ui.ipynb")
+    port = free_port()
+    env = {**os.environ}
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
+        env[name] = str(tmp_path_factory.mktemp(name.lower()))
+    log = open(root / "lab.log", "w")  # noqa: SIM115 - the server writes to it until the fixture ends
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            *command,
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={TOKEN}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.disable_check_xsrf=False",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            log.close()
+            raise RuntimeError(f"{request.param} did not start:\n" + (root / "lab.log").read_text()[-3000:])
+        time.sleep(0.2)
+    try:
+        yield base, page, request.param
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def run_cell(page, index: int) -> None:
+    # do not return the promise: it resolves only when the cell ends (forms would hang us)
+    page.evaluate(f"""() => {{ const nb = window.jupyterapp.shell.currentWidget.content;
+        nb.activeCellIndex = {index}; window.jupyterapp.commands.execute('notebook:run-cell'); return null; }}""")
+
+
+KERNEL = "window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel"
+
+
+def wait_idle(page, timeout=60_000) -> None:
+    """The kernel is idle (read from the app: both front ends expose it, their toolbars differ)."""
+    page.wait_for_function(f"() => {KERNEL} && {KERNEL}.status === 'idle'", timeout=timeout)
+    page.wait_for_function(
+        "() => !Array.from(document.querySelectorAll('.jp-InputPrompt')).some(p => p.textContent.includes('*'))",
+        timeout=timeout,
+    )
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def outputs(page, index: int):
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-Cell-outputArea")
+
+
+def visible_button_labels(page) -> list[str]:
+    """The labels of every visible button in the notebook's outputs."""
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell-outputArea button'))
+            .filter(b => b.offsetParent !== null).map(b => b.textContent.trim()).filter(t => t)"""
+    )
+
+
+def rgb(css: str) -> tuple[int, int, int]:
+    r, g, b = (int(float(x)) for x in re.findall(r"[0-9.]+", css)[:3])
+    return r, g, b
+
+
+def bluish(color: tuple[int, int, int]) -> bool:
+    r, g, b = color
+    return b > r + 40 and b > g + 10
+
+
+def test_progress_form_and_interrupt(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, path, frontend = lab
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-dev-shm-usage",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1600})
+            page.goto(f"{base}{path}?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+            wait_idle(page)
+
+            # define the tools
+            for index in (0, 1, 3, 5):
+                run_cell(page, index)
+                wait_idle(page)
+            assert "count" in outputs(page, 1).inner_text()
+
+            # a call: the bar advances step by step, then the value prints (once: the view shows the status)
+            run_cell(page, 2)
+            bar = outputs(page, 2).locator(".widget-hprogress .progress-bar")
+            bar.wait_for(timeout=30_000)
+            widths = set()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                style = bar.get_attribute("style") or ""
+                widths.add(re.sub(r"background[^;]*;?", "", style).strip())
+                if "counted to 6" in outputs(page, 2).inner_text():
+                    break
+                time.sleep(0.1)
+            wait_idle(page)
+            shot(page, f"{frontend}-1-progress-done")
+            text = outputs(page, 2).inner_text()
+            assert text.count("counted to 6") == 1, text
+            assert "✔ done" in text and "100%" in text
+            distinct = {w for w in widths if "width" in w}
+            assert len(distinct) >= 3, f"the bar should advance in steps, saw {distinct}"
+            assert "width: 100%" in (bar.get_attribute("style") or "")
+
+            # an inline form: labels are the descriptions; fill it, submit, the cell resumes
+            run_cell(page, 4)
+            form = outputs(page, 4)
+            form.locator("button", has_text="Submit").wait_for(timeout=30_000)
+            shot(page, f"{frontend}-2-form-shown")
+            assert form.locator(".widget-checkbox").inner_text().strip().startswith("Approve the refund")
+            assert form.locator(".widget-text .widget-label").first.inner_text().strip() == "Note (optional)"
+            labels = visible_button_labels(page)
+            assert len(labels) == len(set(labels)), f"two visible buttons share a label: {labels}"
+            assert {"Submit", "Decline", "Dismiss", "Stop"} <= set(labels), labels
+            form.locator(".widget-checkbox input[type=checkbox]").check()
+            form.locator(".widget-text input").fill("customer asked twice")
+            form.locator("button", has_text="Submit").click()
+            page.wait_for_function(
+                "() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000
+            )
+            wait_idle(page)
+            shot(page, f"{frontend}-3-form-submitted")
+            answered = form.inner_text()
+            assert answered.index("Refund invoice inv-7?") < answered.index("Submitted"), "question above its answer"
+            assert (
+                form.locator("button", has_text="Submit").count() == 0
+                or not form.locator("button", has_text="Submit").is_visible()
+            )
+
+            # the toolbar's interrupt button cancels the awaited call: the view says so, not in blue
+            run_cell(page, 6)
+            view = outputs(page, 6)
+            view.locator(".widget-hprogress").wait_for(timeout=30_000)
+            page.wait_for_function("() => document.body.innerText.includes('running')", timeout=30_000)
+            pressed = time.monotonic()
+            interrupt = page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']")
+            if interrupt.count():
+                interrupt.first.click()
+            else:  # pragma: no cover - a toolbar without the button: the same command
+                page.evaluate("() => { window.jupyterapp.commands.execute('notebook:interrupt-kernel'); return null; }")
+            view.get_by_text("cancelled").first.wait_for(timeout=5_000)
+            latency = time.monotonic() - pressed
+            page.wait_for_function("() => document.body.innerText.includes('slow cleaned up')", timeout=10_000)
+            wait_idle(page)
+            shot(page, f"{frontend}-4-interrupted")
+            print(f"{frontend}: interrupt button -> call view cancelled: {latency * 1000:.0f} ms")
+            assert latency < 1.0, f"the call view turned cancelled {latency:.2f} s after the click"
+            error = view.locator("[data-mime-type='application/vnd.jupyter.stderr']").inner_text().strip()
+            assert error == "KeyboardInterrupt: slow was interrupted; its cleanup ran.", error
+            cancelled_bar = view.locator(".widget-hprogress .progress-bar")
+            colour = rgb(cancelled_bar.evaluate("e => getComputedStyle(e).backgroundColor"))
+            assert not bluish(colour), f"the cancelled bar is blue: rgb{colour}"
+            running_colour = rgb(bar.evaluate("e => getComputedStyle(e).backgroundColor"))
+            assert running_colour != colour, "done and cancelled bars look different"
+
+            # what an agent sees: the definition on the wire and the traffic of the calls above
+            run_cell(page, 7)
+            inspector = outputs(page, 7)
+            inspector.get_by_text("tools/call").first.wait_for(timeout=30_000)
+            wait_idle(page)
+            inspector.scroll_into_view_if_needed()
+            shot(page, f"{frontend}-5-inspector")
+            seen = inspector.inner_text()
+            assert '"inputSchema"' in seen and "count (cell) → tools/call" in seen, seen
+            assert "← notifications/progress" in seen and "← result" in seen and "slow (cell)" not in seen, seen
+
+            if frontend == "lab":  # the same page in the dark theme: colours follow the theme's variables
+                light_css = cancelled_bar.evaluate("e => getComputedStyle(e).backgroundColor")
+                page.evaluate(
+                    "() => { window.jupyterapp.commands.execute('apputils:change-theme', "
+                    "{theme: 'JupyterLab Dark'}); return null; }"
+                )
+                page.wait_for_function("() => document.body.dataset.jpThemeName === 'JupyterLab Dark'", timeout=30_000)
+                page.wait_for_function(
+                    "([e, before]) => getComputedStyle(e).backgroundColor !== before",
+                    arg=[cancelled_bar.element_handle(), light_css],
+                    timeout=30_000,
+                )  # the cancelled bar's colour comes from the theme
+                shot(page, f"{frontend}-6-dark-theme")
+        finally:
+            browser.close()
