@@ -3,6 +3,9 @@
 ``fnb.f`` builds tools on ``fnb.default_app``, the app the notebook extension serves.
 """
 
+from pathlib import Path
+
+from ._checkout import map_checkout_widgets
 from .app import Fusion
 from .engine import (
     Call,
@@ -20,6 +23,10 @@ from .engine import (
     require_input,
     respond,
 )
+
+# Run from a source checkout (e.g. a notebook at the repository root), ``fusion_nb.widgets``
+# is the checkout's top-level ``widgets/`` folder, as pyproject maps it for an installed copy.
+map_checkout_widgets(Path(__file__).resolve().parent)
 
 default_app = Fusion("fusion-nb")
 f = default_app.f
