@@ -3,16 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab test test-fast check bench clean chromium
+.PHONY: lab notebooks test test-fast check bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
 
-lab: $(STAMP)
+# Running the notebooks needs the package and JupyterLab only (the `lab` extra), not the test tools.
+$(LAB_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[lab]'
+	touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# Re-run every teaching notebook top to bottom, storing outputs and widget state (notebooks/README.md).
+notebooks: $(STAMP)
+	$(PY) scripts/notebooks.py execute
 
 # The browser test drives Debian's chromium (Playwright cannot download browsers here).
 chromium:

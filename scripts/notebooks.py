@@ -16,7 +16,7 @@ What normalising does, and why:
 - widget model ids (random per run) become sequential in creation order, so rebuilding
   with unchanged widgets changes nothing;
 - secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one) or a
-  ``token=`` query value, everywhere in the file, widget state included. nbval's sanitiser
+  ``token=`` query value found in an output or the widget state, everywhere in the file. nbval's sanitiser
   (``notebooks/sanitize.cfg``) maps the live token to the same placeholder.
 """
 
@@ -72,8 +72,14 @@ def join_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return joined
 
 
-def secrets_in(text: str) -> set[str]:
-    """Every token value the patterns find in ``text`` (the placeholder itself excluded)."""
+def secrets_in(notebook: dict[str, Any]) -> set[str]:
+    """Every token value the patterns find in the outputs and widget state (the placeholder excepted).
+
+    Sources and prose are not searched ("Bearer tokens/credentials" is a sentence), but a
+    value found is then replaced everywhere.
+    """
+    stored = [cell.get("outputs", []) for cell in notebook.get("cells", [])], notebook.get("metadata", {})
+    text = json.dumps(stored)
     return {match.group(1) for pattern in SECRET_PATTERNS for match in pattern.finditer(text)} - {PLACEHOLDER}
 
 
@@ -99,7 +105,7 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
             if output["output_type"] == "execute_result":
                 output["execution_count"] = cell["execution_count"]
     text = json.dumps(nb)  # key order kept: widget state is in creation order
-    for secret in sorted(secrets_in(text), key=len, reverse=True):
+    for secret in sorted(secrets_in(nb), key=len, reverse=True):
         text = text.replace(secret, PLACEHOLDER)
     state = json.loads(text).get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     renames = {old: f"{number:032x}" for number, old in enumerate(state, start=1) if MODEL_ID.fullmatch(old)}
@@ -117,7 +123,7 @@ def problems(path: Path) -> list[str]:
     """Why ``path`` is not as ``normalize`` would write it (empty when it is)."""
     text = path.read_text()
     found = []
-    if secrets_in(text):
+    if secrets_in(json.loads(text)):
         found.append(f"{path.name}: a token is stored in it")
     if serialize(normalize(json.loads(text))) != text:
         found.append(f"{path.name}: not normalised")

@@ -120,6 +120,7 @@ def widget_notebook(token: str) -> dict:
             "widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}},
         },
         "cells": [
+            {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "Bearer tokens/credentials are secrets."},
             {
                 "cell_type": "code",
                 "id": "c1",
@@ -131,7 +132,7 @@ def widget_notebook(token: str) -> dict:
                     {"output_type": "stream", "name": "stdout", "text": "?token=" + token + "\n"},
                     {"output_type": "execute_result", "execution_count": 17, "metadata": {}, "data": view},
                 ],
-            }
+            },
         ],
     }
 
@@ -142,7 +143,8 @@ def test_normalising_removes_tokens_everywhere_and_numbers_what_varies():
     normalised = tool.normalize(widget_notebook(token))
     text = json.dumps(normalised)
     assert token not in text
-    (cell,) = normalised["cells"]
+    prose, cell = normalised["cells"]
+    assert prose["source"] == "Bearer tokens/credentials are secrets."
     assert cell["execution_count"] == 1 and cell["outputs"][-1]["execution_count"] == 1
     assert cell["metadata"] == {"tags": ["keep"]}
     assert cell["outputs"][0]["text"] == "Bearer token: TOKEN\n?token=TOKEN\n"
