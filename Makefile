@@ -7,14 +7,18 @@ LAB_STAMP := $(VENV)/.lab-stamp
 
 .PHONY: lab notebooks test test-fast check bench clean chromium
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# The venv, from a Python that requires-python accepts (3.11 or newer).
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "fusion-nb needs Python 3.11 or newer; $(PYTHON) is not: run make PYTHON=python3.12 ..."; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
 
 # Running the notebooks needs the package and JupyterLab only (the `lab` extra), not the test tools.
-$(LAB_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(LAB_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[lab]'
 	touch $(LAB_STAMP)
 
@@ -42,6 +46,7 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/notebooks.py check
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py

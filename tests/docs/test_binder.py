@@ -207,3 +207,14 @@ def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_p
             f"{install_seconds:.0f} s, notebook 01 under nbval {nbval_seconds:.0f} s: {summary}"
         )
     assert nbval.returncode == 0, nbval.stdout[-3000:]
+
+
+def test_the_readme_launches_notebook_01_in_jupyterlab_on_binder():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"https://mybinder\.org/v2/gh/[^)\s]+", readme)
+    assert len(links) >= 2, "a badge and a launch link"
+    for link in links:
+        assert re.fullmatch(r"https://mybinder\.org/v2/gh/[\w.-]+/[\w.-]+/[\w./-]+\?urlpath=lab/tree/(.+)", link)
+        opened = link.split("urlpath=lab/tree/", 1)[1]
+        assert opened == "notebooks/01-quickstart.ipynb" and (ROOT / opened).is_file()
+    assert "https://mybinder.org/badge_logo.svg" in readme
