@@ -27,6 +27,7 @@ import copy
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,17 +162,26 @@ def main(argv: list[str] | None = None) -> int:
         if found:
             print("run: .venv/bin/python scripts/notebooks.py normalize (or make notebooks)", file=sys.stderr)
         return 1 if found else 0
+    failed = []
     for path in paths:
         if options.command == "execute":
-            execute(path, options.timeout)
-            print("executed", path.name)
+            started = time.monotonic()
+            try:
+                execute(path, options.timeout)
+            except Exception as error:  # one failing notebook must not stop the others' rebuild
+                failed.append(path.name)
+                print(f"FAILED {path.name} (left unchanged): {str(error).strip()[-2000:]}", file=sys.stderr)
+            else:
+                print(f"executed {path.name} in {time.monotonic() - started:.0f} s")
         else:
             text = path.read_text()
             normalised = serialize(normalize(json.loads(text)))
             if normalised != text:
                 path.write_text(normalised)
                 print("normalised", path.name)
-    return 0
+    if failed:
+        print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
