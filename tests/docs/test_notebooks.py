@@ -47,7 +47,7 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
 def test_every_notebook_of_the_readme_exists():
     readme = (ROOT / "README.md").read_text()
     names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
-    assert len(names) == 6
+    assert len(names) >= 6, "the six teaching notebooks, and any added since"
     for name in names:
         assert f"notebooks/{name}" in readme, f"README does not list {name}"
 
