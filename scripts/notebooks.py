@@ -112,12 +112,14 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
     renames = {old: f"{number:032x}" for number, old in enumerate(state, start=1) if MODEL_ID.fullmatch(old)}
     if renames:
         text = MODEL_ID.sub(lambda match: renames.get(match.group(0), match.group(0)), text)
-    return json.loads(text)
+    normalised: dict[str, Any] = json.loads(text)
+    return normalised
 
 
 def serialize(notebook: dict[str, Any]) -> str:
     """The file's text, as JupyterLab writes it (nbformat's layout), so saving there changes nothing."""
-    return nbformat.writes(nbformat.from_dict(notebook), version=4)
+    text: str = nbformat.writes(nbformat.from_dict(notebook), version=4)  # type: ignore[no-untyped-call]
+    return text
 
 
 def problems(path: Path) -> list[str]:
@@ -135,7 +137,7 @@ def execute(path: Path, timeout: int) -> None:
     """Run ``path`` top to bottom in a fresh kernel (in its folder) and store outputs and widget state."""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     client = NotebookClient(
         nb,
         timeout=timeout,
