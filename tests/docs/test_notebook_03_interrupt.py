@@ -29,11 +29,12 @@ def code_cells() -> list[str]:
     return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
 
 
-def bar_moved(kernel) -> bool:
-    """A widget of the call shows a numeric value above 0 (its progress bar has moved)."""
+def bar_moved(kernel, earlier: set[str]) -> bool:
+    """A widget created since ``earlier`` shows a numeric value above 0 (the new call's bar moved)."""
     return any(
         isinstance(state.get("value"), int | float) and not isinstance(state.get("value"), bool) and state["value"] > 0
-        for state in kernel.widgets.values()
+        for comm_id, state in kernel.widgets.items()
+        if comm_id not in earlier
     )
 
 
@@ -46,8 +47,9 @@ async def test_pressing_interrupt_on_the_long_cell_stops_it_and_releases_the_con
     (index,) = [i for i, cell in enumerate(cells) if FLAG_OFF in cell]
     for cell in cells[:index]:
         await kernel.run(cell)
+    earlier = set(kernel.widgets)  # the bars of earlier cells moved too
     long_cell = kernel.submit(cells[index].replace(FLAG_OFF, "PRESS_INTERRUPT = True"))
-    await kernel.wait_until(lambda: bar_moved(kernel), what="the long call's bar to move")
+    await kernel.wait_until(lambda: bar_moved(kernel, earlier), what="the long call's bar to move")
     sent = time.monotonic()
     await kernel.interrupt()
     await kernel.finished(long_cell, timeout=30)
