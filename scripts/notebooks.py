@@ -134,18 +134,31 @@ def problems(path: Path) -> list[str]:
 
 
 def execute(path: Path, timeout: int) -> None:
-    """Run ``path`` top to bottom in a fresh kernel (in its folder) and store outputs and widget state."""
+    """Run ``path`` top to bottom in a fresh kernel (in its folder) and store outputs and widget state.
+
+    The kernel is this interpreter's own ipykernel, never a ``python3`` kernelspec found
+    elsewhere on the machine (a user-level one may point at a Python without fusion-nb).
+    """
+    import asyncio
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+    this_python = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     client = NotebookClient(
         nb,
+        km=this_python,
         timeout=timeout,
-        kernel_name="python3",
         store_widget_state=True,
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        if this_python.has_kernel:
+            asyncio.run(this_python.shutdown_kernel(now=True))
     path.write_text(serialize(normalize(nb)))
 
 
