@@ -98,3 +98,25 @@ def test_normalising_removes_tokens_everywhere_and_numbers_what_varies():
     assert state[second]["state"]["children"] == [f"IPY_MODEL_{first}"]
     assert cell["outputs"][-1]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] == second
     assert tool.normalize(normalised) == normalised
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"BINDER_LAUNCH_HOST": "https://mybinder.org/"}, "runs on Binder or JupyterHub (BINDER_LAUNCH_HOST is set)"),
+        ({"JUPYTERHUB_API_URL": "http://hub:8081/hub/api"}, "cannot reach the address below"),
+        ({}, "runs on this machine"),
+    ],
+)
+def test_notebook_05_tells_binder_visitors_that_outside_agents_cannot_reach_it(
+    environment, expected, monkeypatch, capsys
+):
+    nb = json.loads((NOTEBOOKS / "05-serving-to-agents.ipynb").read_text())
+    sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    (cell,) = [source for source in sources if "HOSTED_MARKERS" in source]
+    for name in ("BINDER_LAUNCH_HOST", "BINDER_REQUEST", "BINDER_SERVICE_HOST", "JUPYTERHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    exec(cell, {})
+    assert expected in capsys.readouterr().out
