@@ -3,16 +3,31 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab test test-fast check bench clean chromium
+.PHONY: lab notebooks test test-fast check bench clean chromium
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# The venv, from a Python that requires-python accepts (3.11 or newer).
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "fusion-nb needs Python 3.11 or newer; $(PYTHON) is not: run make PYTHON=python3.12 ..."; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
 
-lab: $(STAMP)
+# Running the notebooks needs the package and JupyterLab only (the `lab` extra), not the test tools.
+$(LAB_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[lab]'
+	touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# Re-run every teaching notebook top to bottom, storing outputs and widget state (notebooks/README.md).
+notebooks: $(STAMP)
+	$(PY) scripts/notebooks.py execute
 
 # The browser test drives Debian's chromium (Playwright cannot download browsers here).
 chromium:
@@ -35,6 +50,7 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/notebooks.py check
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py

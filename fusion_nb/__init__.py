@@ -9,8 +9,10 @@ engine itself never imports the SDK).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._checkout import map_checkout_widgets
 from .engine import (
     Call,
     CallResult,
@@ -109,6 +111,10 @@ class Fusion(_EngineApp):
             request_state_ttl=request_state_ttl,
         )
 
+
+# Run from a source checkout (e.g. a notebook at the repository root), ``fusion_nb.widgets``
+# is the checkout's top-level ``widgets/`` folder, as pyproject maps it for an installed copy.
+map_checkout_widgets(Path(__file__).resolve().parent)
 
 default_app = Fusion("fusion-nb")
 f = default_app.f

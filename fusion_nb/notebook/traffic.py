@@ -71,10 +71,7 @@ class TrafficLog:
             for listener in list(self._listeners):
                 listener(entry)
 
-        if hasattr(call, "args"):  # (engines that keep the arguments on the call)
-            add("→", "tools/call", _compact(call.arguments or {}))
-        else:
-            add("→", "tools/call", "(arguments not kept by the engine)")
+        add("→", "tools/call", _compact(call.arguments or {}))
 
         def changed(changed_call: Call) -> None:
             if changed_call.progress is not None and changed_call.progress is not state["progress"]:

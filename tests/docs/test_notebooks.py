@@ -47,7 +47,7 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
 def test_every_notebook_of_the_readme_exists():
     readme = (ROOT / "README.md").read_text()
     names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
-    assert len(names) == 6
+    assert len(names) >= 6, "the six teaching notebooks, and any added since"
     for name in names:
         assert f"notebooks/{name}" in readme, f"README does not list {name}"
 
@@ -73,51 +73,35 @@ def test_a_changed_output_fails_and_the_original_passes(tmp_path):
     assert "43" in failed.stdout and "42" in failed.stdout, failed.stdout[-3000:]
 
 
-def test_binder_install_runs_the_quickstart(tmp_path):
-    venv = tmp_path / "binder-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    install = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            "binder/requirements.txt",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
-    out = tmp_path / "executed.ipynb"
-    executed = subprocess.run(
-        [
-            str(venv / "bin" / "jupyter"),
-            "nbconvert",
-            "--to",
-            "notebook",
-            "--execute",
-            str(QUICKSTART),
-            "--output",
-            str(out),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert executed.returncode == 0, executed.stderr[-3000:]
-    nb = json.loads(out.read_text())
-    texts = [
-        "".join(o.get("data", {}).get("text/plain", ""))
-        for c in nb["cells"]
-        if c["cell_type"] == "code"
-        for o in c["outputs"]
+def test_make_notebooks_stores_outputs_and_the_state_of_every_widget_and_reports_a_failure(tmp_path):
+    """``scripts/notebooks.py execute`` (``make notebooks``): a broken notebook is named and left as it was."""
+    import nbformat
+
+    good, broken = tmp_path / "good.ipynb", tmp_path / "broken.ipynb"
+    for path, cells in (
+        (good, ["%load_ext fusion_nb", '%%fusion_tool hello\n"""Say hello."""\nreturn "hi"', "await hello()"]),
+        (broken, ["raise ValueError('this notebook is broken')"]),
+    ):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+        nbformat.write(nb, path)
+    before = broken.read_text()
+    tool = [sys.executable, str(ROOT / "scripts" / "notebooks.py")]
+    done = subprocess.run([*tool, "execute", str(good), str(broken)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "FAILED broken.ipynb" in done.stderr and "this notebook is broken" in done.stderr
+    assert broken.read_text() == before
+    assert subprocess.run([*tool, "check", str(good)], capture_output=True).returncode == 0
+
+    executed = json.loads(good.read_text())
+    state = executed["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    shown = [
+        output["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for cell in executed["cells"]
+        for output in cell["outputs"]
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
     ]
-    assert "42" in texts and "'Hello from the kernel!'" in texts
-    assert not any(o["output_type"] == "error" for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
+    assert len(shown) == 2, "the tool card and the call view"
+    assert all(model_id in state for model_id in shown), "every view has its state: GitHub shows it finished"
+    (result,) = [o for o in executed["cells"][2]["outputs"] if o["output_type"] == "execute_result"]
+    assert "".join(result["data"]["text/plain"]) == "'hi'"
+    assert [cell["execution_count"] for cell in executed["cells"]] == [1, 2, 3]

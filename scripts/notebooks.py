@@ -1,0 +1,203 @@
+"""Keep the teaching notebooks clean: the ``.ipynb`` files are the source, edited in JupyterLab.
+
+``normalize`` rewrites them so that only meaningful changes show in a diff; ``check`` fails
+(exit 1, naming each file) when one is not normalised, which ``tests/docs`` runs; ``execute``
+re-runs them top to bottom with nbclient, storing outputs and widget state (so GitHub and
+nbviewer show finished bars), then normalises them. ``make notebooks`` is ``execute``.
+
+What normalising does, and why:
+
+- notebook metadata keeps ``kernelspec`` (always ``python3``), ``language_info`` reduced to
+  its name (the Python version of whoever saved last is noise) and the stored widget state;
+  cell metadata keeps ``tags`` only (JupyterLab's timings, collapse and scroll state go);
+- execution counts are renumbered 1, 2, 3... over the code cells that ran, as ``execute``
+  runs them, so a session of trial and error in JupyterLab leaves no trace;
+- consecutive stream outputs of one stream are joined (nbval compares them joined too);
+- widget model ids (random per run) become sequential in creation order, so rebuilding
+  with unchanged widgets changes nothing;
+- secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one) or a
+  ``token=`` query value found in an output or the widget state, everywhere in the file. nbval's sanitiser
+  (``notebooks/sanitize.cfg``) maps the live token to the same placeholder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+PLACEHOLDER = "TOKEN"
+SECRET_PATTERNS = (
+    re.compile(r"Bearer(?: token:)?\s+([A-Za-z0-9_\-.~+/]{16,}=*)"),
+    re.compile(r"[?&]token=([A-Za-z0-9_\-.~]{16,})"),
+)
+MODEL_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+
+
+def notebook_paths(names: list[str]) -> list[Path]:
+    """The notebooks named (paths, or parts of a file name), or all of ``notebooks/``."""
+    every = sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not names:
+        return every
+    chosen = [Path(name) for name in names if Path(name).suffix == ".ipynb" and Path(name).exists()]
+    chosen += [path for path in every for name in names if name in path.name and path not in chosen]
+    if not chosen:
+        raise SystemExit(f"no notebook matches {' '.join(names)} in {NOTEBOOKS}")
+    return chosen
+
+
+def join_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive ``stream`` outputs of the same stream as one output."""
+    joined: list[dict[str, Any]] = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (
+            previous is not None
+            and output["output_type"] == "stream"
+            and previous["output_type"] == "stream"
+            and previous["name"] == output["name"]
+        ):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+        else:
+            joined.append(output)
+    return joined
+
+
+def secrets_in(notebook: dict[str, Any]) -> set[str]:
+    """Every token value the patterns find in the outputs and widget state (the placeholder excepted).
+
+    Sources and prose are not searched ("Bearer tokens/credentials" is a sentence), but a
+    value found is then replaced everywhere.
+    """
+    stored = [cell.get("outputs", []) for cell in notebook.get("cells", [])], notebook.get("metadata", {})
+    text = json.dumps(stored)
+    return {match.group(1) for pattern in SECRET_PATTERNS for match in pattern.finditer(text)} - {PLACEHOLDER}
+
+
+def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
+    """The normalised form of one notebook (a JSON dict); the input is not modified."""
+    nb = copy.deepcopy(notebook)
+    nb["nbformat"], nb["nbformat_minor"] = 4, max(nb.get("nbformat_minor", 5), 5)
+    widgets = nb.get("metadata", {}).get("widgets")
+    nb["metadata"] = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    if widgets:
+        nb["metadata"]["widgets"] = widgets
+    count = 0
+    for index, cell in enumerate(nb["cells"]):
+        cell.setdefault("id", f"cell-{index}")
+        cell["metadata"] = {"tags": cell["metadata"]["tags"]} if cell.get("metadata", {}).get("tags") else {}
+        if cell["cell_type"] != "code":
+            continue
+        ran = cell.get("execution_count") is not None
+        count += ran
+        cell["execution_count"] = count if ran else None
+        cell["outputs"] = join_streams(cell.get("outputs", []))
+        for output in cell["outputs"]:
+            if output["output_type"] == "execute_result":
+                output["execution_count"] = cell["execution_count"]
+    text = json.dumps(nb)  # key order kept: widget state is in creation order
+    for secret in sorted(secrets_in(nb), key=len, reverse=True):
+        text = text.replace(secret, PLACEHOLDER)
+    state = json.loads(text).get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    renames = {old: f"{number:032x}" for number, old in enumerate(state, start=1) if MODEL_ID.fullmatch(old)}
+    if renames:
+        text = MODEL_ID.sub(lambda match: renames.get(match.group(0), match.group(0)), text)
+    normalised: dict[str, Any] = json.loads(text)
+    return normalised
+
+
+def serialize(notebook: dict[str, Any]) -> str:
+    """The file's text, as JupyterLab writes it (nbformat's layout), so saving there changes nothing."""
+    text: str = nbformat.writes(nbformat.from_dict(notebook), version=4)  # type: ignore[no-untyped-call]
+    return text
+
+
+def problems(path: Path) -> list[str]:
+    """Why ``path`` is not as ``normalize`` would write it (empty when it is)."""
+    text = path.read_text()
+    found = []
+    if secrets_in(json.loads(text)):
+        found.append(f"{path.name}: a token is stored in it")
+    if serialize(normalize(json.loads(text))) != text:
+        found.append(f"{path.name}: not normalised")
+    return found
+
+
+def execute(path: Path, timeout: int) -> None:
+    """Run ``path`` top to bottom in a fresh kernel (in its folder) and store outputs and widget state.
+
+    The kernel is this interpreter's own ipykernel, never a ``python3`` kernelspec found
+    elsewhere on the machine (a user-level one may point at a Python without fusion-nb).
+    """
+    import asyncio
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
+    this_python = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
+    client = NotebookClient(
+        nb,
+        km=this_python,
+        timeout=timeout,
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    try:
+        client.execute()
+    finally:
+        if this_python.has_kernel:
+            asyncio.run(this_python.shutdown_kernel(now=True))
+    path.write_text(serialize(normalize(nb)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``normalize`` / ``check`` / ``execute`` [NOTEBOOK ...]; see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["normalize", "check", "execute"])
+    parser.add_argument("notebooks", nargs="*", help="paths or parts of names (default: every notebook)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per cell for execute")
+    options = parser.parse_args(argv)
+    paths = notebook_paths(options.notebooks)
+    if options.command == "check":
+        found = [problem for path in paths for problem in problems(path)]
+        for problem in found:
+            print(problem, file=sys.stderr)
+        if found:
+            print("run: .venv/bin/python scripts/notebooks.py normalize (or make notebooks)", file=sys.stderr)
+        return 1 if found else 0
+    failed = []
+    for path in paths:
+        if options.command == "execute":
+            started = time.monotonic()
+            try:
+                execute(path, options.timeout)
+            except Exception as error:  # one failing notebook must not stop the others' rebuild
+                failed.append(path.name)
+                print(f"FAILED {path.name} (left unchanged): {str(error).strip()[-2000:]}", file=sys.stderr)
+            else:
+                print(f"executed {path.name} in {time.monotonic() - started:.0f} s")
+        else:
+            text = path.read_text()
+            normalised = serialize(normalize(json.loads(text)))
+            if normalised != text:
+                path.write_text(normalised)
+                print("normalised", path.name)
+    if failed:
+        print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The .ipynb files are the teaching notebooks' source: committed normalised, with no token.
+
+scripts/notebooks.py normalises them (notebooks/README.md says why each rule exists).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+QUICKSTART = NOTEBOOKS / "01-quickstart.ipynb"
+
+
+def load_notebooks_tool():
+    """scripts/notebooks.py, the normaliser (scripts/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_tool", ROOT / "scripts" / "notebooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_committed_notebook_is_normalised_and_holds_no_token(path):
+    assert load_notebooks_tool().problems(path) == [], "run: .venv/bin/python scripts/notebooks.py normalize"
+
+
+def test_the_check_command_fails_on_a_notebook_saved_by_jupyterlab(tmp_path):
+    saved = json.loads(QUICKSTART.read_text())
+    saved["cells"][1]["metadata"]["execution"] = {"iopub.execute_input": "2026-11-30T09:39:35.299491Z"}
+    saved["metadata"]["language_info"]["version"] = "3.12.1"
+    path = tmp_path / "01-quickstart.ipynb"
+    path.write_text(json.dumps(saved, indent=1))
+    check = [sys.executable, str(ROOT / "scripts" / "notebooks.py"), "check", str(path)]
+    failed = subprocess.run(check, capture_output=True, text=True)
+    assert failed.returncode == 1 and "01-quickstart.ipynb: not normalised" in failed.stderr
+    tool = load_notebooks_tool()
+    assert tool.main(["normalize", str(path)]) == 0
+    assert tool.problems(path) == []
+    assert path.read_text() == QUICKSTART.read_text()
+
+
+def widget_notebook(token: str) -> dict:
+    """A small executed notebook: a token in a stream, widget views and their stored state."""
+    first, second = "a" * 32, "b" * 32
+    state = {
+        second: {"model_name": "HBoxModel", "state": {"children": [f"IPY_MODEL_{first}"]}},
+        first: {"model_name": "HTMLModel", "state": {"value": f"Bearer {token}"}},
+    }
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": second}, "text/plain": "<view>"}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3"},
+            "widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}},
+        },
+        "cells": [
+            {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "Bearer tokens/credentials are secrets."},
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "execution_count": 17,
+                "metadata": {"scrolled": True, "tags": ["keep"]},
+                "source": "%fusion serve",
+                "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": f"Bearer token: {token}\n"},
+                    {"output_type": "stream", "name": "stdout", "text": "?token=" + token + "\n"},
+                    {"output_type": "execute_result", "execution_count": 17, "metadata": {}, "data": view},
+                ],
+            },
+        ],
+    }
+
+
+def test_normalising_removes_tokens_everywhere_and_numbers_what_varies():
+    tool = load_notebooks_tool()
+    token = "4r8VPif_8Ypv5RuGO2bIOEpX0SrhM--gibfvbZc6Yio"
+    normalised = tool.normalize(widget_notebook(token))
+    text = json.dumps(normalised)
+    assert token not in text
+    prose, cell = normalised["cells"]
+    assert prose["source"] == "Bearer tokens/credentials are secrets."
+    assert cell["execution_count"] == 1 and cell["outputs"][-1]["execution_count"] == 1
+    assert cell["metadata"] == {"tags": ["keep"]}
+    assert cell["outputs"][0]["text"] == "Bearer token: TOKEN\n?token=TOKEN\n"
+    state = normalised["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    first, second = f"{2:032x}", f"{1:032x}"
+    assert state[first]["state"]["value"] == "Bearer TOKEN"
+    assert state[second]["state"]["children"] == [f"IPY_MODEL_{first}"]
+    assert cell["outputs"][-1]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] == second
+    assert tool.normalize(normalised) == normalised
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({"BINDER_LAUNCH_HOST": "https://mybinder.org/"}, "runs on Binder or JupyterHub (BINDER_LAUNCH_HOST is set)"),
+        ({"JUPYTERHUB_API_URL": "http://hub:8081/hub/api"}, "cannot reach the address below"),
+        ({}, "runs on this machine"),
+    ],
+)
+def test_notebook_05_tells_binder_visitors_that_outside_agents_cannot_reach_it(
+    environment, expected, monkeypatch, capsys
+):
+    nb = json.loads((NOTEBOOKS / "05-serving-to-agents.ipynb").read_text())
+    sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    (cell,) = [source for source in sources if "HOSTED_MARKERS" in source]
+    for name in ("BINDER_LAUNCH_HOST", "BINDER_REQUEST", "BINDER_SERVICE_HOST", "JUPYTERHUB_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    exec(cell, {})
+    assert expected in capsys.readouterr().out
