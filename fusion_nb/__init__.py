@@ -8,12 +8,14 @@ engine itself never imports the SDK).
 
 from __future__ import annotations
 
+import importlib.metadata as _metadata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._checkout import map_checkout_widgets
 from .engine import (
+    App,
     Call,
     CallResult,
     Context,
@@ -29,7 +31,6 @@ from .engine import (
     require_input,
     respond,
 )
-from .engine import Fusion as _EngineApp
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .mcp import FusionServer
 
 
-class Fusion(_EngineApp):
+class Fusion(App):
     """An app: a registry of tools (``app.f``), the engine running their calls, and its MCP faces.
 
     ``Fusion(name, version=..., instructions=..., middleware=..., context_factory=...,
@@ -119,7 +120,7 @@ map_checkout_widgets(Path(__file__).resolve().parent)
 default_app = Fusion("fusion-nb")
 f = default_app.f
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("fusion-nb")
 
 __all__ = [
     "Call",

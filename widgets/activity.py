@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call, Fusion
+from fusion_nb.engine import App, Call
 
 from .call_view import CallView
 from .watching import watch_until_settled
@@ -20,7 +20,7 @@ from .watching import watch_until_settled
 class ActivityPanel(w.VBox):
     """``display(ActivityPanel(app))``: live calls on top, the last ``history`` below."""
 
-    def __init__(self, app: Fusion, *, history: int = 5) -> None:
+    def __init__(self, app: App, *, history: int = 5) -> None:
         super().__init__()
         self.app = app
         self.history = history

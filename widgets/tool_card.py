@@ -21,7 +21,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call, Fusion, InputChannel, Tool
+from fusion_nb.engine import App, Call, InputChannel, Tool
 
 from .call_view import CallView
 from .channel import WidgetInputChannel
@@ -121,7 +121,7 @@ class ToolCard(w.VBox):
     """
 
     def __init__(
-        self, tool: Tool, app: Fusion, *, keep: int = 3, channel: Callable[[], InputChannel] | None = None
+        self, tool: Tool, app: App, *, keep: int = 3, channel: Callable[[], InputChannel] | None = None
     ) -> None:
         super().__init__()
         self.tool = tool

@@ -5,7 +5,7 @@ private (``_call``, ``_runner``...) and may change shape freely. See
 docs/architecture.md for the modules in import order and one call followed through.
 """
 
-from ._app import EngineStats, Fusion
+from ._app import App, EngineStats
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
@@ -56,6 +56,7 @@ __all__ = [
     "UNKNOWN_TOOL",
     "AbortSignal",
     "Aborted",
+    "App",
     "AskField",
     "BoundTool",
     "BuilderFactory",
@@ -65,7 +66,6 @@ __all__ = [
     "Context",
     "DeferToClient",
     "EngineStats",
-    "Fusion",
     "InputAction",
     "InputChannel",
     "InputQuestion",

@@ -1,7 +1,8 @@
-"""``Fusion``: a registry of tools plus the engine that runs their calls."""
+"""``App``: a registry of tools plus the engine that runs their calls."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -56,7 +57,7 @@ class EngineStats:
         )
 
 
-class Fusion:
+class App:
     """An app: ``app.f`` builds tools, ``await app.call(name, args)`` runs them.
 
     Options: ``middleware`` (app-wide, outermost; ``use`` adds more and recomposes
@@ -72,7 +73,7 @@ class Fusion:
         self,
         name: str = "fusion-nb",
         *,
-        version: str = "0.1.0",
+        version: str | None = None,
         instructions: str | None = None,
         middleware: Iterable[Middleware] = (),
         context_factory: Callable[[Any], Mapping[str, Any]] | None = None,
@@ -82,7 +83,8 @@ class Fusion:
         max_abandoned_threads: int = 4,
     ) -> None:
         self.name = name
-        self.version = version
+        #: the version servers announce (default: the installed fusion-nb's)
+        self.version = version or importlib.metadata.version("fusion-nb")
         self.instructions = instructions
         self.context_factory = context_factory
         self.grace = grace
@@ -133,7 +135,7 @@ class Fusion:
         """The app-wide middleware, outermost first (read-only: add with ``use``)."""
         return self._middleware
 
-    def use(self, middleware: Middleware) -> Fusion:
+    def use(self, middleware: Middleware) -> App:
         """Add app-wide middleware (innermost of the app's); every registered tool is recomposed.
 
         Calls already running finish with the chain they started with.
@@ -302,4 +304,4 @@ class Fusion:
         return await self._workers.wait_idle(timeout)
 
     def __repr__(self) -> str:
-        return f"<Fusion {self.name!r} tools={len(self._plans)}>"
+        return f"<App {self.name!r} tools={len(self._plans)}>"

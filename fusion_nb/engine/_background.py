@@ -53,7 +53,6 @@ def is_foreign_cancellation(exc: BaseException) -> bool:
 class Detached:
     """Handle of one detached task: ``cancel()`` it, see whether it is ``done``."""
 
-
     __slots__ = ("_on_done", "_scope", "_task", "done")
 
     def __init__(self) -> None:
@@ -135,7 +134,9 @@ class Workers:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def spawn(self, fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:
+    def spawn(
+        self, fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None
+    ) -> Detached:
         """Start ``fn`` detached (see ``spawn``); it is counted until it has finished."""
         handle: Detached
 

@@ -13,7 +13,7 @@ from ._schema import _MISSING, InputFields, enum_annotation, strict_model
 from ._tool import BoundTool, Tool
 
 if TYPE_CHECKING:
-    from ._app import Fusion
+    from ._app import App
 
 _VERB_HINTS = {
     "action": {},
@@ -25,7 +25,7 @@ _VERB_HINTS = {
 class ToolBuilder:
     """Chainable description of one tool; ``handle(fn)`` registers it with the app."""
 
-    def __init__(self, app: Fusion, verb: str, name: str) -> None:
+    def __init__(self, app: App, verb: str, name: str) -> None:
         if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
             raise ValueError(f"a tool name must be a non-empty string without spaces, got {name!r}")
         self._app = app
@@ -195,7 +195,7 @@ class ToolBuilder:
 class BuilderFactory:
     """``f``: starts a builder for one tool of an app."""
 
-    def __init__(self, app: Fusion) -> None:
+    def __init__(self, app: App) -> None:
         self._app = app
 
     def action(self, name: str) -> ToolBuilder:

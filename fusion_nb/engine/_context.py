@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ._signal import AbortSignal
 
 if TYPE_CHECKING:
-    from ._app import Fusion
+    from ._app import App
     from ._tool import Tool
 
 
@@ -21,7 +21,7 @@ class Context:
     __slots__ = ("app", "call_id", "input", "signal", "state", "tool")
 
     def __init__(
-        self, call_id: str, tool: Tool, app: Fusion, signal: AbortSignal, state: dict[str, Any], input: Any
+        self, call_id: str, tool: Tool, app: App, signal: AbortSignal, state: dict[str, Any], input: Any
     ) -> None:
         self.call_id = call_id
         self.tool = tool

@@ -43,7 +43,7 @@ from ._streaming import ProgressEvent
 from ._threads import ThreadPool
 
 if TYPE_CHECKING:
-    from ._app import Fusion
+    from ._app import App
     from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
@@ -149,7 +149,7 @@ class Runner:
         plan: ToolPlan,
         settings: RunSettings,
         *,
-        app: Fusion,
+        app: App,
         args: Any,
         value: Any,
         state: dict[str, Any],
@@ -268,8 +268,7 @@ class Runner:
             await done.wait()
             return
         log.warning(
-            "tool %s (call %s) is still cleaning up %gs after it was aborted; "
-            "its slots stay held until its body ends",
+            "tool %s (call %s) is still cleaning up %gs after it was aborted; its slots stay held until its body ends",
             self.plan.tool.name,
             self.call.id,
             self.settings.grace,

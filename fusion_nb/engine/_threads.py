@@ -100,7 +100,6 @@ class ThreadPool:
         return limiter
 
 
-
 def _reporting_late_errors(func: Callable[[], T], signal: AbortSignal) -> Callable[[], T]:
     """``func`` with any error it raises after its call was aborted logged (nobody else will see it)."""
 

@@ -18,7 +18,7 @@ from ._middleware import Middleware
 from ._schema import input_schema
 
 if TYPE_CHECKING:
-    from ._app import Fusion
+    from ._app import App
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +74,7 @@ class BoundTool:
 
     __slots__ = ("app", "tool")
 
-    def __init__(self, app: Fusion, tool: Tool) -> None:
+    def __init__(self, app: App, tool: Tool) -> None:
         self.app = app
         self.tool = tool
 

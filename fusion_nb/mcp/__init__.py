@@ -30,7 +30,16 @@ _HOMES = {
     "tool_definition": ".convert",
 }
 
-__all__ = ["FusionServer", "RequestInfo", "connect", "http_app", "mcp_server", "serve_stdio", "tokens_from_env", "tool_definition"]
+__all__ = [
+    "FusionServer",
+    "RequestInfo",
+    "connect",
+    "http_app",
+    "mcp_server",
+    "serve_stdio",
+    "tokens_from_env",
+    "tool_definition",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""Streamable HTTP for a Fusion app: the SDK's Starlette app plus fusion-nb's security defaults.
+"""Streamable HTTP for a App app: the SDK's Starlette app plus fusion-nb's security defaults.
 
 * Bearer token: the SDK's own ``token_verifier``/``AuthSettings`` mechanism, fed one
   static secret (generated when none is given) compared in constant time. Being the
@@ -29,7 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
-from ..engine import Fusion
+from ..engine import App
 from .bounded import BoundedRequests
 from .server import mcp_server
 
@@ -116,7 +116,7 @@ def transport_security(
 
 
 def http_app(
-    app: Fusion,
+    app: App,
     *,
     host: str = "127.0.0.1",
     token: str | None = None,

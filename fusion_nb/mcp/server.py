@@ -1,4 +1,4 @@
-"""``mcp_server(app)``: the SDK's low-level ``Server`` serving a Fusion app.
+"""``mcp_server(app)``: the SDK's low-level ``Server`` serving a App app.
 
 Handlers only translate: ``tools/list`` describes the registry, ``tools/call`` starts an
 engine call and waits for it. Cancellation needs no code here: when the SDK cancels
@@ -20,7 +20,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..engine import Fusion
+from ..engine import App
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
@@ -76,7 +76,7 @@ class FusionServer(Server[Any]):
     and its in-memory and HTTP entries pass none.)
     """
 
-    app: Fusion
+    app: App
     notifier: ToolsChangedNotifier
 
     def create_initialization_options(
@@ -92,7 +92,7 @@ class FusionServer(Server[Any]):
 
 
 def mcp_server(
-    app: Fusion,
+    app: App,
     *,
     progress_interval: float = 0.05,
     telemetry: bool = False,
@@ -202,7 +202,7 @@ def mcp_server(
     return server
 
 
-def _listen_weakly(app: Fusion, server: FusionServer, *callbacks: Any) -> None:
+def _listen_weakly(app: App, server: FusionServer, *callbacks: Any) -> None:
     """Subscribe to registry changes for as long as ``server`` lives (an app outlives many servers)."""
     ref = weakref.ref(server)
     subscription: list[Callable[[], None]] = []

@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 from mcp.server.stdio import stdio_server
 
-from ..engine import Fusion
+from ..engine import App
 from .server import mcp_server
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def _is_gone(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
 
-async def serve_stdio(app: Fusion, **options: Any) -> None:
+async def serve_stdio(app: App, **options: Any) -> None:
     """Serve ``app`` on this process's stdin/stdout until the client leaves (both eras).
 
     ``options`` go to ``mcp_server`` (``progress_interval``, ``request_state_keys`` ...).
@@ -142,7 +142,7 @@ def _discard_stdout() -> None:
     os.close(null)
 
 
-def load_app(target: str) -> Fusion:
+def load_app(target: str) -> App:
     """``package.module:attr`` or ``path/to/file.py:attr`` (``attr`` defaults to ``app``)."""
     location, _, attr = target.partition(":")
     attr = attr or "app"
@@ -157,7 +157,7 @@ def load_app(target: str) -> Fusion:
     else:
         module = importlib.import_module(location)
     app = getattr(module, attr, None)
-    if not isinstance(app, Fusion):
+    if not isinstance(app, App):
         raise SystemExit(f"fusion-nb: {target!r} is not a Fusion app; pass module:attr naming one.")
     return app
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import Call, CallResult, Fusion, ScriptedAnswers, Tool
+from ..engine import App, Call, CallResult, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
@@ -56,7 +56,7 @@ class Interrupted:
 class Host:
     """Wires one shell: magics' app, input channel, cell calls, interrupts, serving, inspection."""
 
-    def __init__(self, shell: Any, app: Fusion) -> None:
+    def __init__(self, shell: Any, app: App) -> None:
         self.shell = shell
         self.app = app
         self.server: Any = None

@@ -20,7 +20,7 @@ import asyncio
 import signal
 from typing import Any
 
-from ..engine import Call, Fusion
+from ..engine import App, Call
 
 _WAKE_SIGNALS = ("SIGUSR2", "SIGRTMAX")
 
@@ -42,7 +42,7 @@ def wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> int | None:
 class IdleInterrupts:
     """Cancels an app's live calls when SIGINT arrives while no cell runs."""
 
-    def __init__(self, app: Fusion, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, app: App, loop: asyncio.AbstractEventLoop) -> None:
         self.app = app
         self.loop = loop
         self.previous: Any = None

@@ -14,13 +14,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..engine import Fusion
+from ..engine import App
 from ..mcp.http import INSPECTOR_VERSION, http_app
 from ..mcp.uvicorn_server import in_loop_server, listening_socket
 
 
 class KernelServer:
-    def __init__(self, app: Fusion, *, host: str = "127.0.0.1", port: int = 0, auth: bool = True) -> None:
+    def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0, auth: bool = True) -> None:
         self.asgi = http_app(app, host=host, auth=auth)
         self.token: str | None = self.asgi.state.token
         self._socket = listening_socket(host, port)

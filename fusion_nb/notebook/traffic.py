@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import Call, Fusion
+from ..engine import App, Call
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Entry:
 class TrafficLog:
     """Records the app's calls; ``entries(tool)`` reads them, ``listen(fn)`` follows them live."""
 
-    def __init__(self, app: Fusion, *, size: int = 300, origin: Callable[[], str] | None = None) -> None:
+    def __init__(self, app: App, *, size: int = 300, origin: Callable[[], str] | None = None) -> None:
         self.app = app
         self.entries_: deque[Entry] = deque(maxlen=size)
         self.origin = origin or (lambda: "local")
