@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from reliability_served import ThreadServed, thread_served
-from reliability_support import FIGURES, FIGURES_ENV, LONG_ENV, Budget
+from reliability_support import FIGURES, FIGURES_ENV, Budget, long_budget, option
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -33,19 +33,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--reliability-figures", default=None, help="where to write the figures JSON")
 
 
-def _option(config: pytest.Config, name: str) -> Any:
-    try:
-        return config.getoption(name)
-    except ValueError:  # the suite was collected from a parent directory: options not registered
-        return None
-
-
 def _long(config: pytest.Config) -> bool:
-    return bool(_option(config, "--reliability-long")) or os.environ.get(LONG_ENV, "") not in ("", "0")
+    return long_budget(config)
 
 
 def _figures_path(config: pytest.Config) -> Path:
-    given = _option(config, "--reliability-figures") or os.environ.get(FIGURES_ENV)
+    given = option(config, "--reliability-figures") or os.environ.get(FIGURES_ENV)
     if given:
         return Path(given)
     return Path(config.rootpath) / ".pytest_cache" / "fusion-nb-reliability.json"

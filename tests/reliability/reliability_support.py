@@ -56,11 +56,27 @@ class Budget:
             long=False,
             generated_requests=100,
             load_clients=(10, 50),
-            load_rounds=5,
+            load_rounds=3,
             calls_per_client=2,
             nesting_depths=(100, 1_000, 10_000, 100_000),
             soak_calls=300,
         )
+
+
+def option(config: Any, name: str) -> Any:
+    """A command-line option of this suite, or ``None`` when the suite was collected from a parent directory.
+
+    (pytest registers a conftest's options only when its directory is on the command line.)
+    """
+    try:
+        return config.getoption(name)
+    except ValueError:
+        return None
+
+
+def long_budget(config: Any) -> bool:
+    """``--reliability-long`` or ``FUSION_RELIABILITY_LONG=1``: the budget of ``make reliability``."""
+    return bool(option(config, "--reliability-long")) or os.environ.get(LONG_ENV, "") not in ("", "0")
 
 
 # -- figures ------------------------------------------------------------------------------
@@ -89,6 +105,7 @@ class LoadRound:
     p50_ms: float
     p99_ms: float
     rss_mb: float
+    server_tracebacks: int = 0
     leaks: list[str] = field(default_factory=list)
 
     @property
@@ -167,13 +184,13 @@ class Figures:
             lines.append("")
             lines.append(
                 f"{'era':<6}{'N':>5}{'round':>6}{'calls':>7}{'abort':>6}{'err':>5}"
-                f"{'calls/s':>9}{'p50 ms':>8}{'p99 ms':>8}{'RSS MB':>8}{'leaks':>6}"
+                f"{'calls/s':>9}{'p50 ms':>8}{'p99 ms':>8}{'RSS MB':>8}{'leaks':>6}{'tracebacks':>11}"
             )
             for r in data["load"]:
                 lines.append(
                     f"{r['era']:<6}{r['clients']:>5}{r['round']:>6}{r['calls']:>7}{r['aborted']:>6}"
                     f"{r['protocol_errors']:>5}{r['calls_per_second']:>9.1f}{r['p50_ms']:>8.1f}"
-                    f"{r['p99_ms']:>8.1f}{r['rss_mb']:>8.1f}{len(r['leaks']):>6}"
+                    f"{r['p99_ms']:>8.1f}{r['rss_mb']:>8.1f}{len(r['leaks']):>6}{r['server_tracebacks']:>11}"
                 )
         for leak in data["leaks"]:
             lines.append(f"leak: {leak}")
