@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test test-fast check bench clean chromium
+.PHONY: lab test test-fast check bench clean chromium reliability
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ test: $(STAMP) chromium
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not kernel and not browser"
+
+# The reliability suite with its long budget; ends with the figures table (JSON: FIGURES=path, else .pytest_cache).
+reliability: $(STAMP)
+	$(PY) -m pytest tests/reliability -m reliability --reliability-long $(if $(FIGURES),--reliability-figures=$(FIGURES))
 
 # The engineering gate: lint, format and types (strict on the engine).
 check: $(STAMP)

@@ -59,7 +59,7 @@ class Budget:
             load_rounds=3,
             calls_per_client=2,
             nesting_depths=(100, 1_000, 10_000, 100_000),
-            soak_calls=300,
+            soak_calls=200,
         )
 
 
