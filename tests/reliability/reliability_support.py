@@ -39,6 +39,8 @@ class Budget:
     calls_per_client: int
     nesting_depths: tuple[int, ...]
     soak_calls: int
+    #: long runs connect every client afresh each round; bounded runs keep sessions (connecting is costly)
+    reconnect_each_round: bool
 
     @classmethod
     def choose(cls, long: bool) -> Budget:
@@ -48,18 +50,20 @@ class Budget:
                 generated_requests=600,
                 load_clients=(10, 50, 200),
                 load_rounds=5,
-                calls_per_client=6,
+                calls_per_client=4,
                 nesting_depths=(100, 1_000, 10_000, 100_000),
                 soak_calls=2_000,
+                reconnect_each_round=True,
             )
         return cls(
             long=False,
             generated_requests=100,
             load_clients=(10, 50),
             load_rounds=3,
-            calls_per_client=2,
+            calls_per_client=1,
             nesting_depths=(100, 1_000, 10_000, 100_000),
             soak_calls=200,
+            reconnect_each_round=False,
         )
 
 

@@ -130,16 +130,26 @@ class RoundResult:
 PLAN = [("echo", 0.3), ("stream", 0.3), ("limited", 0.2), ("wipe", 0.2)]
 
 
-async def one_client(served: Served, mode: str, calls: int, rng: random.Random, out: RoundResult) -> None:
-    """One client: connect, make ``calls`` calls of the mix, abort some mid-flight, disconnect."""
+async def one_client(
+    served: Served, mode: str, calls: int, rng: random.Random, out: RoundResult, session: Client | None
+) -> None:
+    """One client: (connect,) make ``calls`` calls of the mix, abort some mid-flight, (disconnect)."""
     try:
-        async with served.client(mode) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            client = session or await stack.enter_async_context(served.client(mode))
             for _ in range(calls):
                 tool = rng.choices([t for t, _ in PLAN], [w for _, w in PLAN])[0]
                 abort = tool != "echo" and rng.random() < ABORT_SHARE / 0.7
                 await one_call(client, tool, abort, rng, out)
     except Exception as exc:  # a client that could not even connect or close is a protocol error
         out.errors.append(f"client: {type(exc).__name__}: {exc}"[:300])
+
+
+@contextlib.asynccontextmanager
+async def sessions(served: Served, mode: str, count: int) -> AsyncIterator[list[Client]]:
+    """``count`` connected clients kept across rounds (all closed on exit)."""
+    async with contextlib.AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(served.client(mode)) for _ in range(count)]
 
 
 async def one_call(client: Client, tool: str, abort: bool, rng: random.Random, out: RoundResult) -> None:
@@ -205,14 +215,17 @@ async def eventually(predicate: Any, deadline: float = SETTLE_DEADLINE) -> bool:
     return bool(predicate())
 
 
-async def run_round(served: Served, mode: str, clients: int, calls: int, seed: int) -> tuple[RoundResult, float]:
+async def run_round(
+    served: Served, mode: str, clients: list[Client | None], calls: int, seed: int
+) -> tuple[RoundResult, float]:
+    """One round: every client (``None``: a fresh connection) makes its calls concurrently."""
     out = RoundResult()
     rng = random.Random(seed)
     started = time.perf_counter()
     with anyio.fail_after(120):  # a round that cannot finish in two minutes is a hang
         async with anyio.create_task_group() as group:
-            for index in range(clients):
-                group.start_soon(one_client, served, mode, calls, random.Random(rng.random() + index), out)
+            for index, session in enumerate(clients):
+                group.start_soon(one_client, served, mode, calls, random.Random(rng.random() + index), out, session)
     return out, time.perf_counter() - started
 
 
@@ -255,38 +268,52 @@ async def test_load_with_aborts(era: str, clients: int, budget: Budget, caplog: 
     mode = ERAS[era]
     caplog.set_level(logging.INFO)
     async with serve() as served:
-        warm, _ = await run_round(served, mode, min(clients, 10), 2, seed=0)
+        warm, _ = await run_round(served, mode, [None] * (10 if budget.reconnect_each_round else 2), 2, seed=0)
         assert not warm.errors, warm.errors[:5]
         await back_to_rest(served, open_fds() + 1000, threading.active_count() + 1000)
         gc.collect()
         fds, threads = open_fds(), threading.active_count()
         served.tally.reset_peaks()
         rounds: list[LoadRound] = []
-        for number in range(1, budget.load_rounds + 1):
-            caplog.clear()
-            result, seconds = await run_round(served, mode, clients, budget.calls_per_client, seed=number)
-            leaks = await back_to_rest(served, fds, threads)
-            tracebacks = server_tracebacks(caplog.records)
-            gc.collect()
-            row = LoadRound(
-                era=era,
-                clients=clients,
-                round=number,
-                calls=result.completed + result.aborted,
-                aborted=result.aborted,
-                protocol_errors=len(result.errors),
-                seconds=seconds,
-                p50_ms=1000 * percentile(result.latencies, 0.5),
-                p99_ms=1000 * percentile(result.latencies, 0.99),
-                rss_mb=rss_mb(),
-                server_tracebacks=len(tracebacks),
-                leaks=leaks,
-            )
-            rounds.append(row)
-            FIGURES.rounds.append(row)
-            assert not result.errors, f"round {number}: {len(result.errors)} protocol errors: {result.errors[:5]}"
-            assert not leaks, f"round {number}: {leaks}"
-            assert not tracebacks, f"round {number}: the server logged {len(tracebacks)} tracebacks: {tracebacks[:3]}"
+        async with contextlib.AsyncExitStack() as stack:
+            if budget.reconnect_each_round:
+                kept: list[Client | None] = [None] * clients
+                round_fds = fds
+            else:  # sessions stay open: a round may leave one pooled connection per client, no more
+                kept = list(await stack.enter_async_context(sessions(served, mode, clients)))
+                warm, _ = await run_round(served, mode, kept, 1, seed=0)
+                assert not warm.errors, warm.errors[:5]
+                await back_to_rest(served, open_fds() + 1000, threads)
+                round_fds = open_fds() + clients
+            for number in range(1, budget.load_rounds + 1):
+                caplog.clear()
+                result, seconds = await run_round(served, mode, kept, budget.calls_per_client, seed=number)
+                leaks = await back_to_rest(served, round_fds, threads)
+                tracebacks = server_tracebacks(caplog.records)
+                gc.collect()
+                row = LoadRound(
+                    era=era,
+                    clients=clients,
+                    round=number,
+                    calls=result.completed + result.aborted,
+                    aborted=result.aborted,
+                    protocol_errors=len(result.errors),
+                    seconds=seconds,
+                    p50_ms=1000 * percentile(result.latencies, 0.5),
+                    p99_ms=1000 * percentile(result.latencies, 0.99),
+                    rss_mb=rss_mb(),
+                    server_tracebacks=len(tracebacks),
+                    leaks=leaks,
+                )
+                rounds.append(row)
+                FIGURES.rounds.append(row)
+                assert not result.errors, f"round {number}: {len(result.errors)} protocol errors: {result.errors[:5]}"
+                assert not leaks, f"round {number}: {leaks}"
+                assert not tracebacks, (
+                    f"round {number}: the server logged {len(tracebacks)} tracebacks: {tracebacks[:3]}"
+                )
+        final = await back_to_rest(served, fds, threads)  # every client gone: back to the baseline exactly
+        assert not final, f"after the clients left: {final}"
         tally = served.tally
         FIGURES.entered += tally.entered
         FIGURES.cleaned += tally.cleaned
