@@ -14,6 +14,7 @@ import os
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -76,7 +77,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
     f = app.f
 
     @f.query("echo").describe("Echo the text back.").with_string("text", "What to echo").handle
-    async def echo(input, ctx):
+    async def echo(input: Any, ctx: Any) -> Any:
         tally.enter("echo")
         try:
             return input.text
@@ -84,7 +85,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
             tally.leave("echo")
 
     @f.query("measure").describe("Length of the text.").with_string("text", "Any text").handle
-    async def measure(input, ctx):
+    async def measure(input: Any, ctx: Any) -> Any:
         return {"length": len(input.text)}
 
     @(
@@ -96,7 +97,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
         .with_enum("mode", ["fast", "safe"], "How to run")
         .handle
     )
-    async def typed(input, ctx):
+    async def typed(input: Any, ctx: Any) -> Any:
         return "ok"
 
     @(
@@ -106,7 +107,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
         .with_number("delay", "Seconds per step", default=0.01)
         .handle
     )
-    async def stream(input, ctx):
+    async def stream(input: Any, ctx: Any) -> Any:
         tally.enter("stream")
         try:
             for step in range(1, input.steps + 1):
@@ -123,7 +124,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
         .concurrency(LIMITED_MAX_ACTIVE, 10_000)
         .handle
     )
-    async def limited(input, ctx):
+    async def limited(input: Any, ctx: Any) -> Any:
         tally.enter("limited")
         try:
             await anyio.sleep(input.delay)
@@ -137,7 +138,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
         .with_number("delay", "Seconds of work", default=0.01)
         .handle
     )
-    async def wipe(input, ctx):
+    async def wipe(input: Any, ctx: Any) -> Any:
         tally.enter("wipe")
         try:
             await anyio.sleep(input.delay)
@@ -146,7 +147,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
             tally.leave("wipe")
 
     @f.action("hang").describe("Report progress once, then wait until cancelled.").handle
-    async def hang(input, ctx):
+    async def hang(input: Any, ctx: Any) -> Any:
         tally.enter("hang")
         try:
             yield progress(1, "entered")
@@ -155,7 +156,7 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
             tally.leave("hang")
 
     @f.action("flood").describe("Yield many progress steps as fast as possible.").handle
-    async def flood(input, ctx):
+    async def flood(input: Any, ctx: Any) -> Any:
         tally.enter("flood")
         try:
             for step in range(1, 200_001):
@@ -166,15 +167,15 @@ def make_reliability_app(name: str = "reliability", tally: Tally | None = None) 
             tally.leave("flood")
 
     @f.action("crash").describe("Fail with an unexpected exception that names a secret path.").handle
-    async def crash(input, ctx):
+    async def crash(input: Any, ctx: Any) -> Any:
         raise FileNotFoundError(2, "No such file or directory", SECRET_PATH)
 
     @f.action("refuse").describe("Fail with the author's own error.").handle
-    async def refuse(input, ctx):
+    async def refuse(input: Any, ctx: Any) -> Any:
         raise ToolError("QUOTA_EXCEEDED", "The daily quota is used up.", recovery="Try again tomorrow.")
 
-    def approval(tool: str):
-        async def handler(input, ctx):
+    def approval(tool: str) -> Any:
+        async def handler(input: Any, ctx: Any) -> Any:
             approved = read_input("confirm")
             if approved is None:
                 action = input_response("confirm").action

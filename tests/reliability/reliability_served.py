@@ -23,7 +23,7 @@ class ThreadServed:
         self.asgi, self.app, self.tally = asgi, app, tally
         self.token: str = asgi.state.token
         self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="critical"))
-        self.server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # not the main thread
+        self.server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name="reliability-uvicorn", daemon=True)
         self.port = 0

@@ -67,7 +67,7 @@ def soak_app(bodies: Bodies) -> Fusion:
     f = app.f
 
     @f.action("async_limited").concurrency(2, 3).handle
-    async def async_limited(input, ctx):
+    async def async_limited(input: Any, ctx: Any) -> Any:
         bodies.enter("async_limited")
         try:
             await anyio.sleep(0.01)
@@ -77,7 +77,7 @@ def soak_app(bodies: Bodies) -> Fusion:
             bodies.clean()
 
     @f.action("sync_ignorer").concurrency(2, 3).handle
-    def sync_ignorer(input, ctx):  # ignores ctx.signal: its thread runs to its end
+    def sync_ignorer(input: Any, ctx: Any) -> Any:  # ignores ctx.signal: its thread runs to its end
         bodies.enter("sync_ignorer")
         try:
             time.sleep(0.02)
@@ -87,7 +87,7 @@ def soak_app(bodies: Bodies) -> Fusion:
             bodies.clean()
 
     @f.action("sync_steps").concurrency(1, 2).handle
-    def sync_steps(input, ctx):
+    def sync_steps(input: Any, ctx: Any) -> Any:
         bodies.enter("sync_steps")
         try:
             for step in range(1, 4):
@@ -99,7 +99,7 @@ def soak_app(bodies: Bodies) -> Fusion:
             bodies.clean()
 
     @f.action("timed").timeout(0.03).handle
-    async def timed(input, ctx):
+    async def timed(input: Any, ctx: Any) -> Any:
         bodies.enter("timed")
         try:
             for step in range(6):
@@ -111,7 +111,7 @@ def soak_app(bodies: Bodies) -> Fusion:
             bodies.clean()
 
     @f.action("raising_cleanup").handle
-    async def raising_cleanup(input, ctx):
+    async def raising_cleanup(input: Any, ctx: Any) -> Any:
         bodies.enter("raising_cleanup")
         try:
             await anyio.sleep(0.02)
@@ -125,7 +125,7 @@ def soak_app(bodies: Bodies) -> Fusion:
                 raise RuntimeError("cleanup failed")
 
     @f.mutation("slow_cleanup").handle
-    async def slow_cleanup(input, ctx):
+    async def slow_cleanup(input: Any, ctx: Any) -> Any:
         bodies.enter("slow_cleanup")
         try:
             await anyio.sleep(0.005)
@@ -138,7 +138,7 @@ def soak_app(bodies: Bodies) -> Fusion:
             bodies.clean()
 
     @f.action("refuses").handle
-    async def refuses(input, ctx):
+    async def refuses(input: Any, ctx: Any) -> Any:
         raise ToolError("NOPE", "Refused on purpose.")
 
     return app
