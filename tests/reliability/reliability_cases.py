@@ -194,7 +194,7 @@ def body_cases(era: str) -> list[tuple[str, str, Any, bool, Callable[[Reply], bo
         ("empty", ""),
         ("not a string", 5),
         ("null", None),
-        ("200 KB name", "t" * 200_000),
+        ("200 KB tool name", "t" * 200_000),
         ("path-like", "../../etc/passwd"),
     ]:
         cases.append(("unknown tool", label, call(name, {}), False, refused))

@@ -107,7 +107,8 @@ async def serve() -> AsyncIterator[Served]:
     asgi = app.http_app()
     sock = listening_socket()
     port = sock.getsockname()[1]
-    server = in_loop_server(asgi, log_level="critical")
+    # no dictConfig: uvicorn's records reach the root logger, where the test counts tracebacks
+    server = in_loop_server(asgi, log_config=None, log_level="warning")
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
         yield Served(app, tally, f"http://127.0.0.1:{port}/mcp", asgi.state.token)
