@@ -37,7 +37,6 @@ class Budget:
     load_clients: tuple[int, ...]
     load_rounds: int
     calls_per_client: int
-    nesting_depths: tuple[int, ...]
     soak_calls: int
     #: long runs connect every client afresh each round; bounded runs keep sessions (connecting is costly)
     reconnect_each_round: bool
@@ -51,7 +50,6 @@ class Budget:
                 load_clients=(10, 50, 200),
                 load_rounds=5,
                 calls_per_client=4,
-                nesting_depths=(100, 1_000, 10_000, 100_000),
                 soak_calls=2_000,
                 reconnect_each_round=True,
             )
@@ -61,7 +59,6 @@ class Budget:
             load_clients=(10, 50),
             load_rounds=3,
             calls_per_client=1,
-            nesting_depths=(100, 1_000, 10_000, 100_000),
             soak_calls=200,
             reconnect_each_round=False,
         )
