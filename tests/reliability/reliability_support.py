@@ -295,3 +295,35 @@ def engine_residue(app: Any) -> list[str]:
         if value:
             residue.append(f"{name}={value}")
     return residue
+
+
+# -- comparing two runs -----------------------------------------------------------------------
+def compare(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Side-by-side totals and load rows of two figures JSON files (``python reliability_support.py a b``)."""
+    lines = [f"{'figure':<40}{'before':>12}{'after':>12}"]
+    for key in sorted(set(before.get("totals", {})) | set(after.get("totals", {}))):
+        lines.append(
+            f"{key:<40}{before.get('totals', {}).get(key, '-')!s:>12}{after.get('totals', {}).get(key, '-')!s:>12}"
+        )
+
+    def rows(data: dict[str, Any]) -> dict[tuple[str, int, int], dict[str, Any]]:
+        return {(r["era"], r["clients"], r["round"]): r for r in data.get("load", [])}
+
+    old, new = rows(before), rows(after)
+    for key in sorted(set(old) | set(new)):
+        for field_name in ("calls_per_second", "p50_ms", "p99_ms", "rss_mb"):
+            a = old.get(key, {}).get(field_name)
+            b = new.get(key, {}).get(field_name)
+            label = f"{key[0]} N={key[1]} round {key[2]} {field_name}"
+            shown_a = f"{a:.1f}" if isinstance(a, float | int) else "-"
+            shown_b = f"{b:.1f}" if isinstance(b, float | int) else "-"
+            lines.append(f"{label:<40}{shown_a:>12}{shown_b:>12}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: python tests/reliability/reliability_support.py BEFORE.json AFTER.json")
+    print(compare(json.loads(Path(sys.argv[1]).read_text()), json.loads(Path(sys.argv[2]).read_text())))
