@@ -4,7 +4,8 @@
 ``pytest tests/reliability --reliability-long`` (or set ``FUSION_RELIABILITY_LONG=1``)
 and ends with the figures table, also written as JSON to ``--reliability-figures``
 (or ``FUSION_RELIABILITY_FIGURES``; default ``.pytest_cache/fusion-nb-reliability.json``
-under the rootdir) so two runs can be compared.
+under the rootdir) so two runs can be compared:
+``python tests/reliability/reliability_support.py before.json after.json``.
 """
 
 from __future__ import annotations
