@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab notebooks test test-fast check bench clean chromium
+.PHONY: lab notebooks test test-fast check bench clean chromium reliability
 
 # The venv, from a Python that requires-python accepts (3.11 or newer).
 $(PY):
@@ -44,6 +44,10 @@ test: $(STAMP) chromium
 # No kernel, no browser, no notebook: nbval is not even loaded.
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:nbval -m "not kernel and not browser" tests
+
+# The reliability suite with its long budget; ends with the figures table (JSON: FIGURES=path, else .pytest_cache).
+reliability: $(STAMP)
+	$(PY) -m pytest tests/reliability -m reliability --reliability-long $(if $(FIGURES),--reliability-figures=$(FIGURES))
 
 # The engineering gate: lint, format and types (strict on the engine).
 check: $(STAMP)
