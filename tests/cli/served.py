@@ -31,10 +31,11 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, input_text: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``python -m fusion_nb ARGS`` to completion (generous timeout)."""
     return subprocess.run(
         [sys.executable, "-m", "fusion_nb", *args],
+        input=input_text,
         capture_output=True,
         text=True,
         env=cli_env(**env),
