@@ -53,6 +53,7 @@ class Served:
         self._changed = anyio.Event()
         self.url = ""
         self.token: str | None = None
+        self.eof = anyio.Event()
 
     async def _read(self) -> None:
         assert self.process.stderr is not None
@@ -65,18 +66,16 @@ class Served:
             self._changed.set()
             self._changed = anyio.Event()
         self._changed.set()
+        self.eof.set()
 
-    async def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        """The first stderr line matching ``pattern`` (waits for it; fails after ``timeout``)."""
+    async def wait_for(self, pattern: str, timeout: float = 60, count: int = 1) -> re.Match[str]:
+        """The ``count``-th stderr line matching ``pattern`` (waits for it; fails after ``timeout``)."""
         regex = re.compile(pattern)
         with anyio.fail_after(timeout):
-            seen = 0
             while True:
-                for line in self.lines[seen:]:
-                    match = regex.search(line)
-                    if match:
-                        return match
-                seen = len(self.lines)
+                matches = [match for match in map(regex.search, self.lines) if match]
+                if len(matches) >= count:
+                    return matches[count - 1]
                 if self.process.returncode is not None:
                     raise AssertionError(f"process ended without {pattern!r}:\n" + "\n".join(self.lines))
                 await self._changed.wait()
@@ -139,6 +138,7 @@ async def served(source: str, *args: str, env: dict[str, str] | None = None, rea
                 process.kill()
             with anyio.move_on_after(10, shield=True):
                 await process.wait()
+                await server.eof.wait()  # every line the process wrote is in ``lines``
             group.cancel_scope.cancel()
 
 

@@ -8,7 +8,7 @@ import sys
 import anyio
 import httpx
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from served import DATA, REPO, cli_env, served
 
 pytestmark = pytest.mark.anyio
@@ -96,3 +96,29 @@ async def test_sigterm_drains_then_cancels_with_cleanup_and_exits_0(era, tmp_pat
     marked = [line.split(" ", 1)[1] for line in marks.read_text().splitlines()]  # lines are "pid text"
     assert marked == ["started inflight", "cleanup inflight"]
     assert any("cancelling 1 call(s)" in line for line in server.lines)
+
+
+async def test_workers_share_one_port_token_and_state_key_and_stop_together():
+    async with served("service_app", "--workers", "2") as server:
+        await server.wait_for(r"worker \d+ ready", count=2)
+        ready = {line.split()[2] for line in server.lines if " ready on port " in line}
+        assert len(ready) == 2
+
+        async def unused(context, params):
+            raise AssertionError("the rounds are driven by hand")
+
+        # each round on a fresh connection, so the kernel may hand it to either worker: all open the state
+        state, responses = None, None
+        for key in ("first", "second", None):
+            async with server.client(elicitation_callback=unused) as client:
+                result = await client.session.call_tool(
+                    "two.rounds", {}, input_responses=responses, request_state=state, allow_input_required=True
+                )
+            if key is None:
+                assert result.structured_content["answers"] == ["1", "2"]
+                break
+            state = result.request_state
+            responses = {key: types.ElicitResult(action="accept", content={key: "1" if key == "first" else "2"})}
+        server.signal(signal.SIGTERM)
+        assert await server.wait() == 0
+    assert sum(" stopped" in line for line in server.lines) == 2
