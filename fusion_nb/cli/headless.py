@@ -133,7 +133,7 @@ class StartupGuard:
             guard.refuse(f"tool {name!r}")
             return original(app, name, *args, **options)
 
-        EngineFusion.start = start  # type: ignore[method-assign]
+        EngineFusion.start = start  # type: ignore[method-assign,assignment]
         self.active = True
         try:
             yield
@@ -176,7 +176,7 @@ def make_shell() -> Any:
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "nocolor"
     config.InteractiveShell.autocall = 0
-    shell = InteractiveShell.instance(config=config)
+    shell: Any = InteractiveShell.instance(config=config)
     with contextlib.redirect_stdout(io.StringIO()):
         shell.extension_manager.load_extension("fusion_nb")
     shell.register_magic_function(_fusion_magic_noop, "line", "fusion")
