@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
-from .service import HttpService, log_to_stderr
+from .service import log_to_stderr
 from .source import load_source
 
 TOKEN_ENV = "FUSION_NB_TOKEN"
@@ -149,6 +149,8 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
         allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
         request_state_keys=[key] if key else None,
     )
+    from .service import HttpService
+
     service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr)
     port = sock.getsockname()[1]
     if inherited is None:

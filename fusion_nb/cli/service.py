@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 
 from ..engine import Fusion
-from ..mcp.uvicorn_server import in_loop_server
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -98,6 +97,8 @@ class HttpService:
         self.sock = sock
         self.drain_timeout = drain_timeout
         self.log = log
+        from ..mcp.uvicorn_server import in_loop_server  # imports the SDK: only when serving HTTP
+
         self.uvicorn = in_loop_server(self.service, timeout_graceful_shutdown=2, access_log=False)
         self._drain_task: asyncio.Task[None] | None = None
 
