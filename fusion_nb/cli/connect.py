@@ -13,6 +13,10 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   forwards byte for byte (it never sees the plaintext). A 2025-11-25 host is asked
   over its live session (``elicitation/create``) when the upstream asks the bridge.
 * ``notifications/tools/list_changed`` from upstream is passed on.
+
+Upstream the bridge speaks 2026-07-28 (every fusion-nb server does): its input rounds
+run in the forwarding handler's own task, which is how an upstream question finds the
+downstream request it belongs to.
 """
 
 from __future__ import annotations
@@ -59,12 +63,6 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("url", metavar="URL", help="the Streamable HTTP endpoint, e.g. http://127.0.0.1:8765/mcp")
     parser.add_argument("--token", help=f"bearer token (default: ${TOKEN_ENV})")
-    parser.add_argument(
-        "--upstream-era",
-        choices=["auto", "legacy"],
-        default="auto",
-        help="protocol towards URL: auto (2026-07-28 when the server speaks it) or legacy (2025-11-25)",
-    )
     parser.set_defaults(run=run)
 
 
@@ -74,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"URL must start with http:// or https://, got {args.url!r}")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     sys.stdout.flush()
-    return asyncio.run(bridge(args.url, token, upstream_mode=args.upstream_era))
+    return asyncio.run(bridge(args.url, token))
 
 
 async def bridge(url: str, token: str | None, *, upstream_mode: str = "auto", streams: Any = None) -> int:

@@ -220,22 +220,27 @@ async def _run_cell(shell: Any, guard: StartupGuard, cell: Cell) -> CellOutcome:
     guard.refused.clear()
     guard.allow_calls = RUN_TAG in cell.tags
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        try:
-            transformed, problem = shell.transform_cell(cell.source), None
-        except Exception:
-            transformed, problem = cell.source, sys.exc_info()
-        result = await shell.run_cell_async(
-            cell.source, store_history=True, transformed_cell=transformed, preprocessing_exc_tuple=problem
-        )
-    guard.allow_calls = False
+    stdin, sys.stdin = sys.stdin, io.StringIO()  # input() gets EOF: stdin may be the MCP wire
+    try:
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            try:
+                transformed, problem = shell.transform_cell(cell.source), None
+            except Exception:
+                transformed, problem = cell.source, sys.exc_info()
+            result = await shell.run_cell_async(
+                cell.source, store_history=True, transformed_cell=transformed, preprocessing_exc_tuple=problem
+            )
+    finally:
+        sys.stdin = stdin
+        guard.allow_calls = False
     output = buffer.getvalue()
     if guard.refused:
         first = guard.refused[0]
         return CellOutcome(cell, "skipped", f"calls {first}; tag it {RUN_TAG} to perform calls at start-up", output)
     error = result.error_before_exec or result.error_in_exec
     if error is not None:
-        reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        text = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        reason = f"{type(error).__name__}: {text}" if text else type(error).__name__
         return CellOutcome(cell, "failed", reason, output)
     return CellOutcome(cell, "ran", f"tagged {RUN_TAG}" if RUN_TAG in cell.tags else "", output)
 

@@ -101,3 +101,14 @@ def test_repo_relative_paths_work_from_the_repo():
     assert (REPO / "notebooks" / "01-quickstart.ipynb").exists()
     done = run_cli("check", "notebooks/01-quickstart.ipynb")
     assert done.returncode == 0 and "math.add" in done.stdout
+
+
+def test_a_cell_reading_stdin_fails_instead_of_eating_the_wire(tmp_path):
+    notebook = tmp_path / "asks.ipynb"
+    source = 'name = input("Name? ")'
+    cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": source}
+    notebook.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    done = run_cli("serve", str(notebook), input_text='{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+    assert done.returncode == 1
+    assert "cell 1 ('name = input(\"Name? \")'): EOFError" in done.stderr
+    assert done.stdout == ""
