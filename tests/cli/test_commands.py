@@ -46,6 +46,10 @@ def test_check_reports_cells_and_tools_and_never_performs_a_demo_call(tmp_path):
     assert "ran" in next(line for line in lines if "cell   8" in line)
     swallowed = next(line for line in lines if "cell  10" in line)  # `except BaseException` cannot hide the call
     assert "skipped" in swallowed and "billing.refund" in swallowed
+    # every door is guarded: the app's own call, another app made in a cell, an MCP client on the app
+    for number, tool in (("11", "billing.refund"), ("12", "wipe"), ("13", "billing.refund")):
+        line = next(line for line in lines if f"cell  {number}" in line)
+        assert "skipped" in line and f"calls tool '{tool}'" in line
     assert "billing.refund  [destructive]" in done.stdout and '"id"' in done.stdout
 
 
@@ -54,7 +58,7 @@ def test_check_json(tmp_path):
     report = json.loads(done.stdout)
     assert report["ok"] is True
     statuses = [cell["status"] for cell in report["cells"]]
-    assert statuses == ["ran", "ran", "ran", "skipped", "skipped", "ran", "ran", "skipped"]
+    assert statuses == ["ran", "ran", "ran", "skipped", "skipped", "ran", "ran"] + ["skipped"] * 4
     tools = {tool["name"]: tool for tool in report["tools"]}
     assert tools["billing.refund"]["annotations"]["destructiveHint"] is True
     assert tools["billing.refund"]["input_schema"]["required"] == ["id"]
