@@ -41,10 +41,9 @@ at URL, e.g. the one `%fusion serve` prints. Progress, cancellation and elicitat
 pass through in both protocol eras.
 """
 EPILOG = """\
-Claude Desktop (claude_desktop_config.json):
+Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it:
   {"mcpServers": {"notebook": {"command": "fusion-nb",
-                               "args": ["connect", "http://127.0.0.1:8765/mcp"],
-                               "env": {"FUSION_NB_TOKEN": "<token>"}}}}
+      "args": ["connect", "http://127.0.0.1:8765/mcp", "--header", "Authorization: Bearer <token>"]}}}
 """
 
 #: the downstream request a forwarded upstream elicitation belongs to
@@ -63,6 +62,13 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("url", metavar="URL", help="the Streamable HTTP endpoint, e.g. http://127.0.0.1:8765/mcp")
     parser.add_argument("--token", help=f"bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header for every request, e.g. 'Authorization: Bearer TOKEN'; repeatable",
+    )
     parser.set_defaults(run=run)
 
 
@@ -70,18 +76,31 @@ def run(args: argparse.Namespace) -> int:
     """Bridge until the host closes stdin."""
     if not args.url.startswith(("http://", "https://")):
         raise CliError(f"URL must start with http:// or https://, got {args.url!r}")
+    headers: dict[str, str] = {}
+    for header in args.header:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise CliError(f"--header takes 'NAME: VALUE', got {header!r}")
+        headers[name.strip()] = value.strip()
     token = args.token or os.environ.get(TOKEN_ENV) or None
     sys.stdout.flush()
-    return asyncio.run(bridge(args.url, token))
+    return asyncio.run(bridge(args.url, token, headers=headers))
 
 
-async def bridge(url: str, token: str | None, *, upstream_mode: str = "auto", streams: Any = None) -> int:
+async def bridge(
+    url: str,
+    token: str | None,
+    *,
+    headers: dict[str, str] | None = None,
+    upstream_mode: str = "auto",
+    streams: Any = None,
+) -> int:
     """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    headers = {"Authorization": f"Bearer {token}"} if token else None
+    headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
     server, relay = _bridge_server()
     try:
         async with (

@@ -19,12 +19,11 @@ MODES = {"2025": "legacy", "2026": "auto"}
 
 
 def bridged(url: str, token: str, era: str, **options) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "fusion_nb", "connect", url],
-        env=cli_env(FUSION_NB_TOKEN=token),
-        cwd=str(REPO),
-    )
+    if era == "2025":  # the token as an environment variable ...
+        args, env = ["connect", url], cli_env(FUSION_NB_TOKEN=token)
+    else:  # ... and as the header `%fusion serve` prints in its Claude Desktop config
+        args, env = ["connect", url, "--header", f"Authorization: Bearer {token}"], cli_env()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "fusion_nb", *args], env=env, cwd=str(REPO))
     return Client(params, mode=MODES[era], **options)
 
 
