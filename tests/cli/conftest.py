@@ -1,7 +1,8 @@
-"""CLI tests drive ``python -m fusion_nb`` as a real subprocess; the harness side runs on asyncio.
+"""CLI tests drive ``python -m fusion_nb`` as a real subprocess, with the SDK's client.
 
-The served process always runs its own asyncio loop (``asyncio.run``); the trio
-backend would only change the test harness, not the code under test.
+The served process always runs its own asyncio loop (``asyncio.run``); the backends
+vary the client side (the SDK client and the harness on asyncio and on trio). The
+slowest modules (nginx, export) run on asyncio only: their subject is the servers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request):
+    return request.param

@@ -17,6 +17,12 @@ from served import DATA, REPO, cli_env, run_cli
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # twelve server starts; the client side is covered on trio elsewhere
+
+
 # 07 serves notebook 01 from a subprocess and defines no tools of its own
 TEACHING = sorted(path for path in (REPO / "notebooks").glob("0*.ipynb") if not path.name.startswith("07-"))
 

@@ -19,6 +19,12 @@ from served import served
 
 pytestmark = pytest.mark.anyio  # nginx: Debian package, installed by make test and .ci/run
 
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # nginx topologies are slow to start; the client side is covered on trio elsewhere
+
+
 TOKEN = "nginx-test-token-0123456789abcdef"
 
 
