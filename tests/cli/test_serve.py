@@ -100,7 +100,7 @@ async def test_sigterm_drains_then_cancels_with_cleanup_and_exits_0(era, tmp_pat
 
 async def test_workers_share_one_port_token_and_state_key_and_stop_together():
     async with served("service_app", "--workers", "2") as server:
-        await server.wait_for(r"worker \d+ ready", count=2)
+        await server.wait_for(r"worker \d+ ready", count=2, timeout=180)  # two starts at once on a busy machine
         ready = {line.split()[2] for line in server.lines if " ready on port " in line}
         assert len(ready) == 2
 
