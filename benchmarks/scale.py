@@ -4,9 +4,10 @@
 
 Two tools: ``cpu`` burns about 5 ms of pure Python per call (the GIL is the limit, so a
 second process should help) and ``trivial`` returns at once (the protocol is the cost).
-Every client is an SDK ``mcp.Client`` on its own connection (2026-07-28 era), calling in
-a loop. The load generator shares the machine: its CPU use is reported next to the
-rate. Also measured: ``fusion-nb serve`` on notebook 01 over stdio, from process start
+Every client replays, in a loop on its own keep-alive connection, the exact 2026-07-28
+``tools/call`` request the SDK's ``mcp.Client`` sent once (captured), so the load
+generator stays cheap; it shares the machine all the same, and its CPU use is reported
+next to the rate. Also measured: ``fusion-nb serve`` on notebook 01 over stdio, from process start
 to the first answered call (target < 2 s).
 
 This file is also the served app (``fusion-nb serve benchmarks/scale.py``).
@@ -38,10 +39,13 @@ app = Fusion("scale-bench")
 
 
 def burn(milliseconds: float) -> int:
-    """Pure-Python work for about ``milliseconds`` (holds the GIL throughout)."""
-    deadline = time.perf_counter() + milliseconds / 1000
+    """Pure-Python work until this thread has used ``milliseconds`` of CPU (holds the GIL throughout).
+
+    CPU time, not wall time: on a busy machine each call still costs the same work.
+    """
+    deadline = time.thread_time() + milliseconds / 1000
     count = 0
-    while time.perf_counter() < deadline:
+    while time.thread_time() < deadline:
         count += sum(range(100))
     return count
 
@@ -121,27 +125,51 @@ async def client(url: str) -> AsyncIterator[Any]:
         yield session
 
 
+async def captured_call(url: str, tool: str) -> tuple[dict[str, str], bytes]:
+    """The headers and body of one 2026-07-28 ``tools/call`` exactly as the SDK client sends it."""
+    import httpx
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    seen: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> None:
+        if b'"tools/call"' in request.content:
+            seen.append(request)
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        httpx.AsyncClient(headers=headers, event_hooks={"request": [record]}) as http,
+        Client(streamable_http_client(url, http_client=http)) as session,
+    ):
+        await session.list_tools()
+        await session.call_tool(tool, {})
+    request = seen[-1]
+    skip = {"host", "content-length", "connection"}
+    return {k: v for k, v in request.headers.items() if k.lower() not in skip}, request.content
+
+
 async def load(url: str, tool: str, clients: int, seconds: float) -> tuple[float, float]:
-    """Calls/s over ``seconds`` with ``clients`` concurrent clients; and the generator's CPU (cores)."""
+    """Calls/s over ``seconds`` with ``clients`` concurrent clients; and the generator's CPU (cores).
+
+    Each client replays the SDK client's own request on its own keep-alive connection
+    (httpx), so the generator spends its CPU on HTTP, not on client-side validation.
+    """
+    import httpx
+
+    headers, body = await captured_call(url, tool)
     counts = [0] * clients
-    ready = asyncio.Event()
     stop = asyncio.Event()
 
     async def one(index: int) -> None:
-        async with client(url) as session:
-            await session.call_tool(tool, {})
-            ready_count[0] += 1
-            if ready_count[0] == clients:
-                ready.set()
-            await ready.wait()
+        async with httpx.AsyncClient(headers=headers, timeout=60) as http:
             while not stop.is_set():
-                result = await session.call_tool(tool, {})
-                assert not result.is_error
+                response = await http.post(url, content=body)
+                assert response.status_code == 200 and b'"isError":true' not in response.content, response.text
                 counts[index] += 1
 
-    ready_count = [0]
     tasks = [asyncio.create_task(one(i)) for i in range(clients)]
-    await asyncio.wait_for(ready.wait(), 120)
+    await asyncio.sleep(1.0)  # connections open and warm
     start_counts, cpu0, wall0 = sum(counts), time.process_time(), time.perf_counter()
     await asyncio.sleep(seconds)
     done, cpu1, wall1 = sum(counts) - start_counts, time.process_time(), time.perf_counter()
