@@ -149,8 +149,18 @@ async def captured_call(url: str, tool: str) -> tuple[dict[str, str], bytes]:
     return {k: v for k, v in request.headers.items() if k.lower() not in skip}, request.content
 
 
-async def load(url: str, tool: str, clients: int, seconds: float) -> tuple[float, float]:
-    """Calls/s over ``seconds`` with ``clients`` concurrent clients; and the generator's CPU (cores).
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` have used so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+async def load(url: str, tool: str, clients: int, seconds: float, workers: list[int]) -> tuple[float, float, float]:
+    """Calls/s over ``seconds`` with ``clients`` concurrent clients; the generator's and the workers' CPU (cores).
 
     Each client replays the SDK client's own request on its own keep-alive connection
     (httpx), so the generator spends its CPU on HTTP, not on client-side validation.
@@ -170,12 +180,13 @@ async def load(url: str, tool: str, clients: int, seconds: float) -> tuple[float
 
     tasks = [asyncio.create_task(one(i)) for i in range(clients)]
     await asyncio.sleep(1.0)  # connections open and warm
-    start_counts, cpu0, wall0 = sum(counts), time.process_time(), time.perf_counter()
+    start, cpu0, served0, wall0 = sum(counts), time.process_time(), cpu_seconds(workers), time.perf_counter()
     await asyncio.sleep(seconds)
-    done, cpu1, wall1 = sum(counts) - start_counts, time.process_time(), time.perf_counter()
+    done, cpu1, served1, wall1 = sum(counts) - start, time.process_time(), cpu_seconds(workers), time.perf_counter()
     stop.set()
     await asyncio.gather(*tasks)
-    return done / (wall1 - wall0), (cpu1 - cpu0) / (wall1 - wall0)
+    wall = wall1 - wall0
+    return done / wall, (cpu1 - cpu0) / wall, (served1 - served0) / wall
 
 
 async def startup_to_first_call(notebook: Path) -> float:
@@ -206,21 +217,25 @@ async def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "state.key"
         port_a, port_b = free_port(), free_port()
-        with worker(port_a, key), worker(port_b, key):
+        with worker(port_a, key) as a, worker(port_b, key) as b:
             await wait_healthy(port_a)
             await wait_healthy(port_b)
             with nginx_front([port_a, port_b]) as front:
                 await wait_healthy(front)
                 for tool in ("cpu", "trivial"):
-                    one = await load(f"http://127.0.0.1:{port_a}/mcp", tool, args.clients, args.seconds)
-                    two = await load(f"http://127.0.0.1:{front}/mcp", tool, args.clients, args.seconds)
+                    one = await load(f"http://127.0.0.1:{port_a}/mcp", tool, args.clients, args.seconds, [a.pid])
+                    two = await load(f"http://127.0.0.1:{front}/mcp", tool, args.clients, args.seconds, [a.pid, b.pid])
                     rows.append((tool, one, two))
 
     print(f"\ncalls/s at {args.clients} concurrent clients, {args.seconds:g} s each (2026-07-28, Streamable HTTP)")
-    print(f"{'tool':<8} {'1 worker':>10} {'gen CPU':>8} {'2 + nginx':>10} {'gen CPU':>8} {'ratio':>6}")
-    for tool, (rate1, cpu1), (rate2, cpu2) in rows:
-        print(f"{tool:<8} {rate1:>10.0f} {cpu1:>7.2f}c {rate2:>10.0f} {cpu2:>7.2f}c {rate2 / rate1:>5.2f}x")
-    print("gen CPU: cores used by this load generator (the machine has", os.cpu_count(), "cores)")
+    cpu = f"{'wrk CPU':>8} {'gen CPU':>8}"
+    print(f"{'tool':<8} {'1 worker':>9} {cpu} {'2 + nginx':>10} {cpu} {'ratio':>6}")
+    for tool, (rate1, gen1, wrk1), (rate2, gen2, wrk2) in rows:
+        print(
+            f"{tool:<8} {rate1:>9.0f} {wrk1:>7.2f}c {gen1:>7.2f}c {rate2:>10.0f} {wrk2:>7.2f}c {gen2:>7.2f}c"
+            f" {rate2 / rate1:>5.2f}x"
+        )
+    print(f"wrk/gen CPU: cores used by the workers / by this load generator (the machine has {os.cpu_count()})")
 
     notebook = REPO / "notebooks" / "01-quickstart.ipynb"
     times = [await startup_to_first_call(notebook) for _ in range(args.startup_runs)]
