@@ -197,7 +197,10 @@ def _supervise(args: argparse.Namespace, token: str) -> int:
     log_to_stderr(f"starting {args.workers} workers at http://{shown}:{port}/mcp (health: /healthz)")
     if not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV)):
         log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
-    children = [subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()]) for _ in range(args.workers)]
+    children = [
+        subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()], preexec_fn=_stop_with_parent)
+        for _ in range(args.workers)
+    ]
     sock.close()
 
     def forward(signum: int, frame: Any) -> None:
@@ -223,6 +226,16 @@ def _supervise(args: argparse.Namespace, token: str) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 1 if failed else 0
+
+
+def _stop_with_parent() -> None:
+    """In a worker, before exec: SIGTERM (a drain) when the supervisor dies, so no worker is orphaned (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _worker_argv(args: argparse.Namespace) -> list[str]:

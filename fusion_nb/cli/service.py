@@ -141,5 +141,12 @@ class HttpService:
 
 
 def log_to_stderr(message: str) -> None:
-    """The service's progress lines: one per event, on stderr, prefixed like the CLI's."""
-    print(f"fusion-nb: {message}", file=sys.stderr, flush=True)
+    """The service's progress lines: one per event, on stderr, prefixed like the CLI's.
+
+    A closed stderr (the terminal or the supervisor went away) must never stop a
+    drain half-way, so a failed write is dropped.
+    """
+    try:
+        print(f"fusion-nb: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass

@@ -71,7 +71,7 @@ class Served:
     async def wait_for(self, pattern: str, timeout: float = 60, count: int = 1) -> re.Match[str]:
         """The ``count``-th stderr line matching ``pattern`` (waits for it; fails after ``timeout``)."""
         regex = re.compile(pattern)
-        with anyio.fail_after(timeout):
+        with anyio.move_on_after(timeout):
             while True:
                 matches = [match for match in map(regex.search, self.lines) if match]
                 if len(matches) >= count:
@@ -79,6 +79,7 @@ class Served:
                 if self.process.returncode is not None:
                     raise AssertionError(f"process ended without {pattern!r}:\n" + "\n".join(self.lines))
                 await self._changed.wait()
+        raise AssertionError(f"no {pattern!r} within {timeout} s; stderr so far:\n" + "\n".join(self.lines))
 
     @property
     def health_url(self) -> str:
