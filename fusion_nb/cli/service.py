@@ -17,6 +17,7 @@ then stop uvicorn. The process then exits 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import time
@@ -146,7 +147,5 @@ def log_to_stderr(message: str) -> None:
     A closed stderr (the terminal or the supervisor went away) must never stop a
     drain half-way, so a failed write is dropped.
     """
-    try:
+    with contextlib.suppress(OSError, ValueError):
         print(f"fusion-nb: {message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
