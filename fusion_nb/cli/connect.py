@@ -195,13 +195,23 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
 
 def _upstream_failure(url: str, headers: dict[str, str] | None, group: BaseExceptionGroup[Exception]) -> str:
     """One sentence for a bridge that could not reach or lost its server (the SDK hides HTTP statuses)."""
-    import httpx
+    import json
+    import urllib.error
+    import urllib.request
 
-    probe = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
-    accept = {"Accept": "application/json, text/event-stream", **(headers or {})}
+    probe = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"}).encode()
+    request_headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        **(headers or {}),
+    }
+    request = urllib.request.Request(url, data=probe, headers=request_headers, method="POST")
     try:
-        status = httpx.post(url, json=probe, headers=accept, timeout=5).status_code
-    except httpx.HTTPError as exc:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            status = response.status
+    except urllib.error.HTTPError as answered:
+        status = answered.code
+    except (urllib.error.URLError, OSError) as exc:
         return f"cannot reach {url} ({type(exc).__name__}); is the server running?"
     if status == 401:
         return f"{url} refused the bearer token (401); pass --token or set {TOKEN_ENV}"
