@@ -59,8 +59,9 @@ class KernelServer:
         vscode = {
             "servers": {"fusion-nb": {"type": "http", "url": self.url, **({"headers": headers} if headers else {})}}
         }
-        remote = ["mcp-remote", self.url] + (["--header", f"Authorization: Bearer {self.token}"] if self.token else [])
-        claude = {"mcpServers": {"fusion-nb": {"command": "npx", "args": remote}}}
+        # `fusion-nb connect` (the stdio bridge of fusion_nb.cli) reaches this server without Node
+        bridge = ["connect", self.url] + (["--header", f"Authorization: Bearer {self.token}"] if self.token else [])
+        claude = {"mcpServers": {"fusion-nb": {"command": "fusion-nb", "args": bridge}}}
         # Pinned: an unpinned npx resolves to Inspector 0.15 on Node 20, which has no --header.
         inspector = f"npx -y @modelcontextprotocol/inspector@{INSPECTOR_VERSION} --cli {self.url}"
         inspector += " --transport http --method tools/list"

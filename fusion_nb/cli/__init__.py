@@ -1,0 +1,89 @@
+"""The ``fusion-nb`` command: serve, check, connect and export MCP tools written in notebooks.
+
+One module per subcommand (``serve``, ``check``, ``connect``, ``export``); each offers
+``add_parser(subparsers)`` and ``run(args) -> int``. Exit codes follow the Unix
+convention: 0 ok, 1 runtime error (a failing cell, a port in use, an unreachable
+URL), 2 usage error (argparse's own). Every message for a person goes to stderr, so
+stdout stays free for the MCP wire in ``serve`` and for machine output elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .errors import CliError
+
+PROG = "fusion-nb"
+
+DESCRIPTION = """\
+Serve MCP tools written in Jupyter notebooks, without a kernel.
+
+A notebook's code cells run in order in a headless IPython shell with the fusion-nb
+extension loaded; demo cells that call tools are skipped (see `fusion-nb serve --help`).
+"""
+
+EPILOG = """\
+examples:
+  fusion-nb check notebooks/01-quickstart.ipynb
+  fusion-nb serve notebooks/01-quickstart.ipynb                       # stdio, for desktop hosts
+  fusion-nb serve tools.py --transport http --port 8000               # Streamable HTTP at /mcp
+  fusion-nb connect http://127.0.0.1:8000/mcp --token "$TOKEN"        # stdio bridge to a server
+  fusion-nb export notebooks/01-quickstart.ipynb -o tools.py
+
+Run `fusion-nb COMMAND --help` for a command's options. Exit status: 0 ok, 1 error, 2 usage.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: one sub-parser per subcommand module."""
+    from . import check, connect, export, serve
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for module in (serve, check, connect, export):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (``python -m fusion_nb`` and the console script)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        status: int = args.run(args)
+    except CliError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return error.status
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `fusion-nb check ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return status
+
+
+def console_main() -> None:
+    """The ``fusion-nb`` console script."""
+    raise SystemExit(main())
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+__all__ = ["CliError", "build_parser", "console_main", "main"]

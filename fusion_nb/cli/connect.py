@@ -1,0 +1,229 @@
+"""``fusion-nb connect URL``: a stdio <-> Streamable HTTP bridge, so desktop hosts reach a kernel without Node.
+
+Claude Desktop launches stdio servers only; ``%fusion serve`` and ``fusion-nb serve
+--transport http`` speak Streamable HTTP. This bridge is an SDK low-level ``Server``
+on stdio whose handlers forward to an SDK ``Client`` on the URL:
+
+* ``tools/list`` is forwarded as is.
+* ``tools/call``: progress comes back through ``report_progress``; cancelling the
+  downstream request cancels the upstream one (the SDK cancels our handler, whose
+  upstream call is then aborted); elicitation depends on the downstream era. A
+  2026-07-28 host gets the upstream ``InputRequiredResult`` unchanged and retries
+  with its answers and the upstream's sealed ``requestState``, which the bridge
+  forwards byte for byte (it never sees the plaintext). A 2025-11-25 host is asked
+  over its live session (``elicitation/create``) when the upstream asks the bridge.
+* ``notifications/tools/list_changed`` from upstream is passed on.
+
+Upstream the bridge speaks 2026-07-28 (every fusion-nb server does): its input rounds
+run in the forwarding handler's own task, which is how an upstream question finds the
+downstream request it belongs to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import os
+import sys
+from typing import Any
+
+import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .errors import CliError
+
+TOKEN_ENV = "FUSION_NB_TOKEN"
+HELP = "bridge stdio to a Streamable HTTP MCP server (Claude Desktop to a kernel, without Node)"
+DESCRIPTION = """\
+Bridge this process's stdin/stdout (MCP over stdio) to the Streamable HTTP MCP endpoint
+at URL, e.g. the one `%fusion serve` prints. Progress, cancellation and elicitation
+pass through in both protocol eras.
+"""
+EPILOG = """\
+Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it:
+  {"mcpServers": {"notebook": {"command": "fusion-nb",
+      "args": ["connect", "http://127.0.0.1:8765/mcp", "--header", "Authorization: Bearer <token>"]}}}
+"""
+
+#: the downstream request a forwarded upstream elicitation belongs to
+_downstream: contextvars.ContextVar[Any] = contextvars.ContextVar("fusion_nb_connect_downstream")
+_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``connect`` and its options."""
+    parser = commands.add_parser(
+        "connect",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("url", metavar="URL", help="the Streamable HTTP endpoint, e.g. http://127.0.0.1:8765/mcp")
+    parser.add_argument("--token", help=f"bearer token (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header for every request, e.g. 'Authorization: Bearer TOKEN'; repeatable",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Bridge until the host closes stdin."""
+    if not args.url.startswith(("http://", "https://")):
+        raise CliError(f"URL must start with http:// or https://, got {args.url!r}")
+    headers: dict[str, str] = {}
+    for header in args.header:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise CliError(f"--header takes 'NAME: VALUE', got {header!r}")
+        headers[name.strip()] = value.strip()
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    sys.stdout.flush()
+    return asyncio.run(bridge(args.url, token, headers=headers))
+
+
+async def bridge(
+    url: str,
+    token: str | None,
+    *,
+    headers: dict[str, str] | None = None,
+    upstream_mode: str = "auto",
+    streams: Any = None,
+) -> int:
+    """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
+    server, relay = _bridge_server()
+    try:
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode=upstream_mode,
+                elicitation_callback=_forward_elicitation,
+                message_handler=relay.on_upstream_message,
+            ) as client,
+        ):
+            relay.client = client
+            if streams is not None:
+                await server.run(*streams, server.create_initialization_options())
+            else:
+                from mcp.server.stdio import stdio_server
+
+                async with stdio_server() as (read_stream, write_stream):
+                    await server.run(read_stream, write_stream, server.create_initialization_options())
+    except* Exception as group:
+        raise CliError(_upstream_failure(url, headers, group)) from None
+    return 0
+
+
+class _Relay:
+    """Holds the upstream client and the downstream sessions that want ``tools/list_changed``."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.sessions: list[Any] = []
+
+    async def on_upstream_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            for session in list(self.sessions):
+                try:
+                    await session.send_tool_list_changed()
+                except Exception:
+                    self.sessions.remove(session)
+
+
+def _bridge_server() -> tuple[Any, _Relay]:
+    from mcp.server.lowlevel.server import NotificationOptions, Server
+
+    relay = _Relay()
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if ctx.session not in relay.sessions and ctx.session.can_send_request:
+            relay.sessions.append(ctx.session)
+        result: types.ListToolsResult = await relay.client.list_tools(cursor=params.cursor if params else None)
+        return result
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
+
+        token = _downstream.set(ctx)
+        try:
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                # the host drives the rounds; the upstream's sealed state passes through untouched
+                return await relay.client.session.call_tool(
+                    params.name,
+                    params.arguments,
+                    progress_callback=on_progress,
+                    input_responses=params.input_responses,
+                    request_state=params.request_state,
+                    allow_input_required=True,
+                )
+            return await relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
+        finally:
+            _downstream.reset(token)
+
+    class BridgeServer(Server[Any]):
+        def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
+            return super().create_initialization_options(NotificationOptions(tools_changed=True))
+
+    server = BridgeServer("fusion-nb-connect", on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    return server, relay
+
+
+async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+    """Ask the 2025-era host over its live session; refuse when it cannot be asked."""
+    ctx = _downstream.get(None)
+    if ctx is None or not ctx.session.check_client_capability(_ELICITATION):
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host does not support elicitation")
+    if isinstance(params, types.ElicitRequestURLParams):
+        elicitation_id = getattr(params, "elicitation_id", None) or os.urandom(8).hex()
+        request_id = ctx.request_id
+        return await ctx.session.elicit_url(params.message, params.url, elicitation_id, related_request_id=request_id)
+    return await ctx.session.elicit_form(params.message, params.requested_schema, related_request_id=ctx.request_id)
+
+
+def _upstream_failure(url: str, headers: dict[str, str] | None, group: BaseExceptionGroup[Exception]) -> str:
+    """One sentence for a bridge that could not reach or lost its server (the SDK hides HTTP statuses)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    probe = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"}).encode()
+    request_headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        **(headers or {}),
+    }
+    request = urllib.request.Request(url, data=probe, headers=request_headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            status = response.status
+    except urllib.error.HTTPError as answered:
+        status = answered.code
+    except (urllib.error.URLError, OSError) as exc:
+        return f"cannot reach {url} ({type(exc).__name__}); is the server running?"
+    if status == 401:
+        return f"{url} refused the bearer token (401); pass --token or set {TOKEN_ENV}"
+    if status in (403, 421):
+        return f"{url} refused this client's Host or Origin ({status}); serve it with --allow-host"
+    if status == 404:
+        return f"{url} answered 404; the MCP endpoint is usually at /mcp"
+    first = group.exceptions[0] if group.exceptions else group
+    while isinstance(first, BaseExceptionGroup) and first.exceptions:
+        first = first.exceptions[0]
+    text = str(first).splitlines()[0] if str(first) else ""
+    return f"the connection to {url} failed: {type(first).__name__}: {text}"
+
+
+__all__ = ["add_parser", "bridge", "run"]

@@ -1,0 +1,250 @@
+"""``fusion-nb serve SOURCE``: a notebook, module or file served over stdio or Streamable HTTP.
+
+stdio is the default (what desktop hosts launch). HTTP binds loopback unless told
+otherwise, requires a bearer token (``--token``, ``FUSION_NB_TOKEN`` or a generated
+one printed on stderr) and serves ``/healthz``. ``--workers N`` starts N processes
+on one listening socket sharing the token and the request-state key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import CliError
+from .keys import STATE_KEY_ENV, resolve_state_key
+from .service import log_to_stderr
+from .source import load_source
+
+TOKEN_ENV = "FUSION_NB_TOKEN"
+WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
+
+HELP = "serve a notebook's tools over MCP (stdio or Streamable HTTP)"
+
+DESCRIPTION = """\
+Serve the tools of SOURCE over MCP.
+
+SOURCE is a notebook (x.ipynb), a Python file (x.py) or a module (package.module),
+optionally followed by :NAME to pick the app (default: the one app it defines).
+
+A notebook's code cells run in order in a headless IPython shell with the fusion-nb
+extension loaded. Start-up is safe by default: a cell that calls a tool stops at that
+call (nothing is performed) and is skipped; %fusion magics do nothing; tag a cell
+fusion:skip to leave it out or fusion:run to run it with real calls. A cell that raises
+stops start-up with a message naming it.
+"""
+
+EPILOG = """\
+examples:
+  fusion-nb serve notebooks/01-quickstart.ipynb
+  fusion-nb serve tools.py --transport http --port 8000
+  FUSION_NB_TOKEN=secret fusion-nb serve mypkg.tools:app --transport http --host 0.0.0.0 --allow-host api.example.com
+  fusion-nb serve tools.py --transport http --port 8000 --workers 2 --state-key-file /run/fusion-nb/state.key
+
+environment:
+  FUSION_NB_TOKEN       bearer token clients must send (HTTP)
+  FUSION_NB_STATE_KEY   key (>= 32 characters) sealing 2026-era request state; share it between workers
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``serve`` and its options."""
+    parser = commands.add_parser(
+        "serve",
+        help=HELP,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("source", metavar="SOURCE", help="x.ipynb, x.py or package.module, with optional :NAME")
+    parser.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or http (endpoint /mcp)"
+    )
+    http = parser.add_argument_group("http options")
+    http.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, loopback only)")
+    http.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000; 0 picks a free one)")
+    http.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV}, else generated)")
+    http.add_argument("--no-auth", action="store_true", help="serve without a bearer token (development only)")
+    http.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="extra Host header to accept (DNS-rebinding check), e.g. api.example.com:*; repeatable",
+    )
+    http.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes on one socket (default 1)")
+    http.add_argument(
+        "--state-key-file",
+        type=Path,
+        metavar="PATH",
+        help=f"file holding the request-state key (created when missing); default ${STATE_KEY_ENV}",
+    )
+    http.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long calls in flight may finish before they are cancelled (default 10)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="copy the notebook's cell output to stderr")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the options, then serve until the client leaves (stdio) or a signal drains (HTTP)."""
+    if args.workers < 1:
+        raise CliError("--workers must be 1 or more")
+    if args.transport == "stdio":
+        for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
+            if given:
+                raise CliError(f"{flag} applies to --transport http only")
+        return asyncio.run(_serve_stdio(args))
+    token = None if args.no_auth else (args.token or os.environ.get(TOKEN_ENV) or None)
+    if args.no_auth:
+        log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
+    if args.workers > 1 and WORKER_FD_ENV not in os.environ:
+        return _supervise(args, token or secrets.token_urlsafe(32))
+    return asyncio.run(_serve_http(args, token))
+
+
+async def _serve_stdio(args: argparse.Namespace) -> int:
+    from ..mcp import serve_stdio
+
+    loaded = await load_source(args.source, echo=args.verbose)
+    _report_startup(loaded)
+    sys.stdout.flush()
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # a handler's print reaches stderr now, not the wire at exit
+    key = resolve_state_key(args.state_key_file, create=False)
+    await serve_stdio(loaded.app, request_state_keys=[key] if key else None)
+    return 0
+
+
+async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
+    from ..mcp import http_app
+
+    inherited = os.environ.get(WORKER_FD_ENV)
+    key = resolve_state_key(args.state_key_file, create=args.workers > 1)
+    loaded = await load_source(args.source, echo=args.verbose)
+    if inherited is None:
+        _report_startup(loaded)
+        sock = _bind(args.host, args.port)
+    else:
+        sock = socket.socket(fileno=int(inherited))
+        sock.setblocking(False)
+    asgi = http_app(
+        loaded.app,
+        host=args.host,
+        token=token,
+        auth=not args.no_auth,
+        allowed_hosts=args.allow_host,
+        allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
+        request_state_keys=[key] if key else None,
+    )
+    from .service import HttpService
+
+    service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr)
+    port = sock.getsockname()[1]
+    if inherited is None:
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        log_to_stderr(f"serving {len(loaded.app.tools)} tool(s) at http://{shown}:{port}/mcp (health: /healthz)")
+        if asgi.state.token and not (args.token or os.environ.get(TOKEN_ENV)):
+            log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {asgi.state.token}")
+    else:
+        log_to_stderr(f"worker {os.getpid()} ready on port {port}")
+    await service.serve()
+    log_to_stderr(f"worker {os.getpid()} stopped" if inherited else "stopped")
+    return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    from ..mcp.uvicorn_server import listening_socket
+
+    try:
+        return listening_socket(host, port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _report_startup(loaded: Any) -> None:
+    report = loaded.report
+    if report is not None:
+        skipped = [o for o in report.outcomes if o.status == "skipped"]
+        log_to_stderr(f"{loaded.label}: {len(report.ran)} cell(s) ran, {len(skipped)} skipped")
+        for outcome in skipped:
+            log_to_stderr(f"  skipped cell {outcome.cell.number} ({outcome.cell.first_line!r}): {outcome.reason}")
+    log_to_stderr(f"tools: {', '.join(tool.name for tool in loaded.app.tools) or 'none'}")
+
+
+def _supervise(args: argparse.Namespace, token: str) -> int:
+    """Bind once, then run ``args.workers`` copies of this command on the inherited socket."""
+    key = resolve_state_key(args.state_key_file, create=True) or secrets.token_urlsafe(48)
+    sock = _bind(args.host, args.port)
+    port = sock.getsockname()[1]
+    env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
+    if not args.no_auth:
+        env[TOKEN_ENV] = token
+    argv = [sys.executable, "-m", "fusion_nb", *_worker_argv(args)]
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    log_to_stderr(f"starting {args.workers} workers at http://{shown}:{port}/mcp (health: /healthz)")
+    if not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV)):
+        log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
+    children = [
+        subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()], preexec_fn=_stop_with_parent)
+        for _ in range(args.workers)
+    ]
+    sock.close()
+
+    def forward(signum: int, frame: Any) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    failed = False
+    try:
+        running = {child.pid: child for child in children}
+        while running:
+            pid, status = os.wait()
+            child = running.pop(pid, None)
+            if child is None:
+                continue
+            child.returncode = code = os.waitstatus_to_exitcode(status)
+            if code != 0 and not failed:
+                failed = True  # one worker could not start or crashed: stop the others too
+                log_to_stderr(f"worker {pid} exited with status {code}; stopping the others")
+                forward(signal.SIGTERM, None)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 1 if failed else 0
+
+
+def _stop_with_parent() -> None:
+    """In a worker, before exec: SIGTERM (a drain) when the supervisor dies, so no worker is orphaned (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
+    argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
+    for host in args.allow_host:
+        argv += ["--allow-host", host]
+    if args.no_auth:
+        argv.append("--no-auth")
+    if args.verbose:
+        argv.append("--verbose")
+    return argv

@@ -1,0 +1,151 @@
+"""The HTTP service around a Fusion app: ``/healthz``, SIGTERM drain, uvicorn on one socket.
+
+``ServiceApp`` wraps the Streamable HTTP ASGI app from ``fusion_nb.mcp.http_app``:
+
+* ``GET /healthz`` answers ``200 ok`` (``503 draining`` once a drain began), with no
+  authentication and no details, for load balancers and readiness probes. (The MCP
+  app will serve its own ``/healthz`` when issue 11 lands; this one answers first.)
+* Once draining, every new request gets ``503`` with ``Retry-After`` and
+  ``Connection: close``, so a balancer retries it on another worker.
+
+``drain`` is what SIGTERM (and Ctrl-C) start: refuse new work, give the calls in
+flight ``drain_timeout`` seconds to finish, cancel the rest (``Fusion.aclose``: their
+handlers' cleanup runs and their clients get ``CANCELLED``), let those answers leave,
+then stop uvicorn. The process then exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+
+from ..engine import Fusion
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+HEALTH_PATH = "/healthz"
+
+
+class ServiceApp:
+    """ASGI middleware: health endpoint, 503 while draining, and a count of requests in flight."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.draining = False
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def state(self) -> Any:
+        """The wrapped app's Starlette state (``token``, ``server``)."""
+        return self.inner.state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        if scope["path"] == HEALTH_PATH:
+            await _plain(send, 503 if self.draining else 200, b"draining\n" if self.draining else b"ok\n")
+            return
+        if self.draining:
+            await _plain(send, 503, b"shutting down; retry on another worker\n", retry=True)
+            return
+        counted = scope["method"] != "GET"  # a 2025 GET stream lives as long as its session
+        if counted:
+            self.in_flight += 1
+            self._idle.clear()
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            if counted:
+                self.in_flight -= 1
+                if self.in_flight == 0:
+                    self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until no counted request is in flight; False on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+async def _plain(send: Send, status: int, body: bytes, *, retry: bool = False) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    if retry:
+        headers += [(b"retry-after", b"1"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HttpService:
+    """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain."""
+
+    def __init__(self, app: Fusion, asgi: Any, sock: Any, *, drain_timeout: float, log: Callable[[str], None]) -> None:
+        self.app = app
+        self.service = ServiceApp(asgi)
+        self.sock = sock
+        self.drain_timeout = drain_timeout
+        self.log = log
+        from ..mcp.uvicorn_server import in_loop_server  # imports the SDK: only when serving HTTP
+
+        self.uvicorn = in_loop_server(self.service, timeout_graceful_shutdown=2, access_log=False)
+        self._drain_task: asyncio.Task[None] | None = None
+
+    async def serve(self) -> None:
+        """Serve until drained; installs SIGTERM/SIGINT handlers for the duration."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.begin_drain, signum)
+        try:
+            await self.uvicorn.serve(sockets=[self.sock])
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            if self._drain_task is not None and not self._drain_task.done():
+                self._drain_task.cancel()
+
+    def begin_drain(self, signum: int | None = None) -> None:
+        """Start draining (idempotent); a second signal stops at once."""
+        if self._drain_task is not None:
+            self.log("second signal: stopping now")
+            self.uvicorn.force_exit = True
+            self.uvicorn.should_exit = True
+            return
+        name = signal.Signals(signum).name if signum is not None else "request"
+        self.log(f"{name}: draining ({len(self.app.active_calls)} call(s) in flight, up to {self.drain_timeout:g} s)")
+        self._drain_task = asyncio.get_running_loop().create_task(self.drain(), name="fusion-nb drain")
+
+    async def drain(self) -> None:
+        """Refuse new requests, let calls finish up to ``drain_timeout``, cancel the rest, stop."""
+        self.service.draining = True
+        deadline = time.monotonic() + self.drain_timeout
+        while self.app.active_calls and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        left = len(self.app.active_calls)
+        if left:
+            self.log(f"cancelling {left} call(s) still running after {self.drain_timeout:g} s")
+            await self.app.aclose()  # handlers' cleanup runs, bounded by the app's grace
+        await self.service.wait_idle(5.0)  # the answers (CANCELLED included) leave before the sockets close
+        self.uvicorn.should_exit = True
+
+
+def log_to_stderr(message: str) -> None:
+    """The service's progress lines: one per event, on stderr, prefixed like the CLI's.
+
+    A closed stderr (the terminal or the supervisor went away) must never stop a
+    drain half-way, so a failed write is dropped.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        print(f"fusion-nb: {message}", file=sys.stderr, flush=True)

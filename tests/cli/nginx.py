@@ -1,0 +1,60 @@
+"""Run Debian's nginx with the shipped ``deploy/nginx/fusion-nb.conf`` in front of given worker ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from served import REPO
+
+SHIPPED = REPO / "deploy" / "nginx" / "fusion-nb.conf"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def render(listen: int, workers: list[int]) -> str:
+    """The shipped config with its example ports replaced by the test's."""
+    text = SHIPPED.read_text()
+    servers = re.findall(r"^\s*server 127\.0\.0\.1:\d+ .*;$", text, flags=re.M)
+    assert len(servers) == 2, "the shipped config lists two workers"
+    replacement = "\n".join(re.sub(r":\d+", f":{port}", servers[0]) for port in workers)
+    text = text.replace("\n".join(servers), replacement)
+    return text.replace("listen 127.0.0.1:8000;", f"listen 127.0.0.1:{listen};")
+
+
+@contextlib.contextmanager
+def nginx(tmp: Path, workers: list[int]) -> Iterator[str]:
+    """Start nginx (foreground, its own prefix under ``tmp``); yields its base URL."""
+    port = free_port()
+    (tmp / "conf.d").mkdir()
+    (tmp / "conf.d" / "fusion-nb.conf").write_text(render(port, workers))
+    temp = {name: tmp / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    (tmp / "nginx.conf").write_text(
+        f"{user}daemon off;\nworker_processes 1;\npid {tmp}/nginx.pid;\nerror_log {tmp}/error.log warn;\n"
+        "events { worker_connections 1024; }\n"
+        "http {\n  access_log off;\n"
+        f"  client_body_temp_path {temp['body']};\n  proxy_temp_path {temp['proxy']};\n"
+        f"  fastcgi_temp_path {temp['fastcgi']};\n  uwsgi_temp_path {temp['uwsgi']};\n"
+        f"  scgi_temp_path {temp['scgi']};\n"
+        f"  include {tmp}/conf.d/*.conf;\n}}\n"
+    )
+    check = subprocess.run([NGINX, "-t", "-p", str(tmp), "-c", str(tmp / "nginx.conf")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    process = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf")])
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

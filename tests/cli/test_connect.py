@@ -1,0 +1,81 @@
+"""``fusion-nb connect``: the SDK client over stdio, through the bridge, to a served app over HTTP.
+
+Both eras downstream (the host's) against the default upstream: progress, cancellation
+with the handler's cleanup, multi-round elicitation, and a bad token as one sentence.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters, types
+from served import REPO, cli_env, run_cli, served
+
+pytestmark = pytest.mark.anyio
+
+MODES = {"2025": "legacy", "2026": "auto"}
+
+
+def bridged(url: str, token: str, era: str, **options) -> Client:
+    if era == "2025":  # the token as an environment variable ...
+        args, env = ["connect", url], cli_env(FUSION_NB_TOKEN=token)
+    else:  # ... and as the header `%fusion serve` prints in its Claude Desktop config
+        args, env = ["connect", url, "--header", f"Authorization: Bearer {token}"], cli_env()
+    params = StdioServerParameters(command=sys.executable, args=["-m", "fusion_nb", *args], env=env, cwd=str(REPO))
+    return Client(params, mode=MODES[era], **options)
+
+
+@pytest.mark.parametrize("era", list(MODES))
+async def test_progress_cancellation_and_elicitation_pass_through(era, tmp_path):
+    marks = tmp_path / "marks"
+    asked: list[str] = []
+
+    async def answer(context, params):
+        asked.append(params.message)
+        key = "first" if params.message == "First?" else "second"
+        return types.ElicitResult(action="accept", content={key: f"answer {len(asked)}"})
+
+    async with served("service_app", env={"FUSION_NB_TEST_MARKS": str(marks)}) as server:
+        async with bridged(server.url, server.token, era, elicitation_callback=answer) as client:
+            assert client.protocol_version == ("2025-11-25" if era == "2025" else "2026-07-28")
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"echo", "slow", "steps", "two.rounds"}
+
+            seen: list[float] = []
+
+            async def on_progress(value, total, message):
+                seen.append(value)
+
+            stepped = await client.call_tool("steps", {"n": 4, "delay": 0.01}, progress_callback=on_progress)
+            assert stepped.structured_content["steps"] == 4
+            assert seen and seen[-1] == 100 and seen == sorted(seen)
+
+            rounds = await client.call_tool("two.rounds", {})
+            assert rounds.structured_content["answers"] == ["answer 1", "answer 2"]
+            assert asked == ["First?", "Second?"]
+
+            started = anyio.Event()
+
+            async def on_slow_progress(value, total, message):
+                started.set()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: client.call_tool("slow", {"tag": era}, progress_callback=on_slow_progress))
+                with anyio.fail_after(30):
+                    await started.wait()
+                group.cancel_scope.cancel()
+            # the upstream handler's finally runs: the next call answers after it, on the same bridge
+            with anyio.fail_after(30):
+                while "cleanup" not in marks.read_text():
+                    await client.call_tool("echo", {"text": "tick"})
+                    await anyio.sleep(0.05)
+        assert server.process.returncode is None  # the bridge leaving does not disturb the server
+
+
+async def test_a_wrong_token_is_one_sentence():
+    async with served("service_app") as server:
+        done = await anyio.to_thread.run_sync(lambda: run_cli("connect", server.url, "--token", "wrong", input_text=""))
+    assert done.returncode == 1
+    assert "refused the bearer token (401)" in done.stderr and "Traceback" not in done.stderr
