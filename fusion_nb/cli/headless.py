@@ -12,7 +12,7 @@ nothing. Cell tags override: ``fusion:skip`` leaves a cell out entirely,
 ``fusion:run`` runs it with real tool calls (the author's explicit choice). Any other
 exception stops start-up with one message naming the cell and the fix.
 
-The guard sits on ``Fusion.start``, the one door every call goes through (cell
+The guard sits on ``App.start``, the one door every call goes through (cell
 handles, ``app.call``, the MCP adapter), so it covers apps a notebook creates itself.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import Fusion as EngineFusion
+from ..engine import App
 from .errors import CliError
 
 SKIP_TAG = "fusion:skip"
@@ -124,8 +124,8 @@ class StartupGuard:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Wrap ``Fusion.start`` for the duration; the wrapper checks ``active`` on every call."""
-        original = EngineFusion.start
+        """Wrap ``App.start`` for the duration; the wrapper checks ``active`` on every call."""
+        original = App.start
         guard = self
 
         @functools.wraps(original)
@@ -133,13 +133,13 @@ class StartupGuard:
             guard.refuse(f"tool {name!r}")
             return original(app, name, *args, **options)
 
-        EngineFusion.start = start  # type: ignore[method-assign,assignment]
+        App.start = start  # type: ignore[method-assign,assignment]
         self.active = True
         try:
             yield
         finally:
             self.active = False
-            EngineFusion.start = original  # type: ignore[method-assign]
+            App.start = original  # type: ignore[method-assign]
 
 
 class _NoKernelServer:

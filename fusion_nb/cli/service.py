@@ -1,4 +1,4 @@
-"""The HTTP service around a Fusion app: ``/healthz``, SIGTERM drain, uvicorn on one socket.
+"""The HTTP service around an app: ``/healthz``, SIGTERM drain, uvicorn on one socket.
 
 ``ServiceApp`` wraps the Streamable HTTP ASGI app from ``fusion_nb.mcp.http_app``:
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-from ..engine import Fusion
+from ..engine import App
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -92,7 +92,7 @@ async def _plain(send: Send, status: int, body: bytes, *, retry: bool = False) -
 class HttpService:
     """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain."""
 
-    def __init__(self, app: Fusion, asgi: Any, sock: Any, *, drain_timeout: float, log: Callable[[str], None]) -> None:
+    def __init__(self, app: App, asgi: Any, sock: Any, *, drain_timeout: float, log: Callable[[str], None]) -> None:
         self.app = app
         self.service = ServiceApp(asgi)
         self.sock = sock

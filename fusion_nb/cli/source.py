@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine import Fusion
+from ..engine import App
 from .errors import CliError
 from .headless import StartupReport, failure_message, run_notebook
 
@@ -26,7 +26,7 @@ from .headless import StartupReport, failure_message, run_notebook
 class Loaded:
     """The app a SOURCE yields, and (for a notebook) how its cells fared at start-up."""
 
-    app: Fusion
+    app: App
     label: str
     report: StartupReport | None = None
     shell: Any = None
@@ -55,18 +55,18 @@ async def load_source(source: str, *, echo: bool = False, allow_failed: bool = F
     return Loaded(find_app(namespace, name, location), location)
 
 
-def find_app(namespace: Mapping[str, Any], name: str | None, where: str) -> Fusion:
+def find_app(namespace: Mapping[str, Any], name: str | None, where: str) -> App:
     """The app named ``name`` in ``namespace``, or the only one there is (see the module docstring)."""
     import fusion_nb
 
     if name is not None:
         app = namespace.get(name)
-        if not isinstance(app, Fusion):
-            raise CliError(f"{where}: {name!r} is not a fusion-nb app (a Fusion instance); check the name after ':'")
+        if not isinstance(app, App):
+            raise CliError(f"{where}: {name!r} is not a fusion-nb app (a fusion_nb.Fusion instance); check the name after ':'")
         return app
-    found: dict[int, tuple[str, Fusion]] = {}
+    found: dict[int, tuple[str, App]] = {}
     for key, value in namespace.items():
-        if isinstance(value, Fusion) and not key.startswith("_") and id(value) not in found:
+        if isinstance(value, App) and not key.startswith("_") and id(value) not in found:
             found[id(value)] = (key, value)
     default = fusion_nb.default_app
     if default.tools and id(default) not in found:
@@ -78,7 +78,7 @@ def find_app(namespace: Mapping[str, Any], name: str | None, where: str) -> Fusi
     if len(named) == 1:
         return named[0]
     if not apps:
-        raise CliError(f"{where}: defines no tools; add a %%fusion_tool cell or a Fusion app with tools")
+        raise CliError(f"{where}: defines no tools; add a %%fusion_tool cell or a fusion_nb.Fusion app with tools")
     names = ", ".join(sorted(key for key, _ in apps))
     raise CliError(f"{where}: defines several apps ({names}); name one, e.g. {where}:{apps[0][0]}")
 
