@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab notebooks test test-fast check bench clean chromium reliability
+.PHONY: lab notebooks test test-fast check bench clean chromium nginx interop reliability
 
 # The venv, from a Python that requires-python accepts (3.11 or newer).
 $(PY):
@@ -35,10 +35,24 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is missing: install Debian's chromium package for the browser test"
 
+# The scale-out tests put Debian's nginx in front of two workers.
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } || \
+	  echo "nginx is missing: install Debian's nginx package for the scale-out tests"
+
+# Real MCP clients nobody here wrote (TypeScript SDK, Inspector CLI), pinned in tests/interop/package.json.
+INTEROP_STAMP := tests/interop/node_modules/.installed-stamp
+$(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: the interop tests need Node 20 and npm"; exit 1; }
+	npm install --prefix tests/interop --no-audit --no-fund --loglevel=error  # (npm ci trips over a Windows-only optional dependency)
+	touch $(INTEROP_STAMP)
+interop: $(INTEROP_STAMP)
+
 # The notebooks are tests too (nbval, outputs compared after notebooks/sanitize.cfg).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=120
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium nginx interop
 	$(PY) -m pytest $(NBVAL)
 
 # No kernel, no browser, no notebook: nbval is not even loaded.

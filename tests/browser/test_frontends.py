@@ -21,10 +21,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from chromium_check import chromium_or_skip
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 TOKEN = "fusion-browser-test"
 
@@ -62,8 +62,7 @@ FRONTENDS = {
 def lab(request, tmp_path_factory):
     """A Jupyter server with the chosen front end: (base URL, notebook path, front end name)."""
     command, page = FRONTENDS[request.param]
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    chromium_or_skip()  # a skip with the reason on a laptop without chromium; a failure in CI
     root = tmp_path_factory.mktemp("lab")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
@@ -166,7 +165,7 @@ def test_progress_form_and_interrupt(lab):
     base, path, frontend = lab
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
+            executable_path=chromium_or_skip(),
             headless=True,
             args=[
                 "--no-sandbox",
