@@ -227,9 +227,14 @@ async def _run_cell(shell: Any, guard: StartupGuard, cell: Cell) -> CellOutcome:
                 transformed, problem = shell.transform_cell(cell.source), None
             except Exception:
                 transformed, problem = cell.source, sys.exc_info()
-            result = await shell.run_cell_async(
-                cell.source, store_history=True, transformed_cell=transformed, preprocessing_exc_tuple=problem
-            )
+            try:
+                result = await shell.run_cell_async(
+                    cell.source, store_history=True, transformed_cell=transformed, preprocessing_exc_tuple=problem
+                )
+            finally:
+                # IPython fires post_execute in run_cell (the sync wrapper), not in run_cell_async: without
+                # it the host would think the last cell still runs and show client calls as cell output
+                shell.events.trigger("post_execute")
     finally:
         sys.stdin = stdin
         guard.allow_calls = False

@@ -131,3 +131,18 @@ async def test_workers_share_one_port_token_and_state_key_and_stop_together():
         server.signal(signal.SIGTERM)
         assert await server.wait() == 0
     assert sum(" stopped" in line for line in server.lines) == 2
+
+
+@asyncio_only
+async def test_a_served_notebook_shows_nothing_of_client_calls():
+    """No cell runs once start-up is over: a client's call is not rendered as the last cell's output
+    (it was, on the server's stdout, until the headless shell fired post_execute itself)."""
+    async with served(str(REPO / "notebooks" / "01-quickstart.ipynb")) as server:
+        async with server.client() as client:
+            result = await client.call_tool("math.add", {"a": 40})
+        assert result.structured_content == {"result": 42}
+        server.signal(signal.SIGTERM)
+        assert await server.wait() == 0
+        assert server.process.stdout is not None
+        printed = b"".join([chunk async for chunk in server.process.stdout])
+        assert printed == b""
