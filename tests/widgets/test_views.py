@@ -3,6 +3,7 @@
 import contextvars
 import io
 import re
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -218,8 +219,7 @@ def stuck(app):
         finally:
             cleaned.set()
 
-    stuck.cleaned = cleaned
-    return stuck
+    return SimpleNamespace(tool=stuck, cleaned=cleaned)
 
 
 async def test_cancel_button_aborts_the_call(app, stuck):
