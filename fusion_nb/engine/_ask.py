@@ -52,9 +52,8 @@ class AskField:
 
     def _numeric(self, what: str) -> None:
         if self.type not in ("number", "integer"):
-            raise TypeError(
-                f"{what}() applies to ask.number and ask.integer, not ask.{self.type if self.values is None else 'enum'}"
-            )
+            kind = self.type if self.values is None else "enum"
+            raise TypeError(f"{what}() applies to ask.number and ask.integer, not ask.{kind}")
 
     @property
     def has_default(self) -> bool:

@@ -85,7 +85,7 @@ class ScriptedAnswers(InputChannel):
                 return InputResponse(answers[key])
         if request.kind == "url":
             return as_response(request, answers.get(request.key))
-        content = {key: answers[key] for key in request.keys() if key in answers}
+        content = {key: answers[key] for key in request.keys() if key in answers}  # noqa: SIM118 (InputRequest, not a dict)
         return InputResponse(ACCEPT, content) if content else None
 
 

@@ -152,7 +152,7 @@ class Rounds:
     state: Any = None
 
     def record(self, request: InputRequest, response: InputResponse) -> None:
-        for key in request.keys():
+        for key in request.keys():  # noqa: SIM118 (InputRequest.keys() is a method, not a dict view)
             value = (
                 response.content.get(key)
                 if response.content is not None and request.kind == "elicit"
