@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 _NO_DEFAULT: Any = object()
-_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
 _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    """Whether ``value`` is a JSON ``kind`` (a bool is not a number). A function, not an inline
+    ``isinstance``, so that ``value`` stays ``Any`` for the range checks after it."""
+    return not (isinstance(value, bool) and kind != "boolean") and isinstance(value, _TYPES[kind])
 
 
 class AskField:
@@ -84,8 +90,7 @@ class AskField:
 
     def check(self, value: Any, key: str) -> Any:
         """Return ``value`` if it fits this field, else raise ``ValueError`` with one clause."""
-        expected = _TYPES[self.type]
-        if (isinstance(value, bool) and self.type != "boolean") or not isinstance(value, expected):
+        if not _has_type(value, self.type):
             raise ValueError(f'"{key}" expected {_TYPE_WORDS[self.type]}, got {value!r}')
         if self.values is not None and value not in self.values:
             raise ValueError(f'"{key}" expected one of {", ".join(map(repr, self.values))}, got {value!r}')
