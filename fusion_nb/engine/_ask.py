@@ -14,8 +14,11 @@ _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an intege
 
 
 def _has_type(value: Any, kind: str) -> bool:
-    """Whether ``value`` is a JSON ``kind`` (a bool is not a number). A function, not an inline
-    ``isinstance``, so that ``value`` stays ``Any`` for the range checks after it."""
+    """Whether ``value`` is of the JSON type ``kind`` (a bool is not a number).
+
+    A function rather than an inline ``isinstance``, so that ``value`` stays ``Any`` for the
+    range checks after it.
+    """
     return not (isinstance(value, bool) and kind != "boolean") and isinstance(value, _TYPES[kind])
 
 
@@ -34,24 +37,29 @@ class AskField:
         self.values = values
 
     def default(self, value: Any) -> AskField:
+        """Pre-fill the form with ``value``; it must fit the field, so a bad default fails where it is written."""
         self.check(value, "default")
         self.default_value = value
         return self
 
     def describe(self, text: str) -> AskField:
+        """Set the label the person sees (replaces the one given to the constructor)."""
         self.description = text
         return self
 
     def optional(self) -> AskField:
+        """Let the person leave the field empty; the answer then has no value for it."""
         self.required = False
         return self
 
     def min(self, value: float) -> AskField:
+        """Smallest accepted value (``ask.number`` and ``ask.integer`` only; others raise ``TypeError``)."""
         self._numeric("min")
         self.minimum = value
         return self
 
     def max(self, value: float) -> AskField:
+        """Largest accepted value (``ask.number`` and ``ask.integer`` only; others raise ``TypeError``)."""
         self._numeric("max")
         self.maximum = value
         return self
@@ -63,9 +71,11 @@ class AskField:
 
     @property
     def has_default(self) -> bool:
+        """Whether ``.default()`` was given (``None`` is a valid default, so this is not ``default_value is None``)."""
         return self.default_value is not _NO_DEFAULT
 
     def schema(self) -> dict[str, Any]:
+        """The field as one JSON Schema property, as sent to the client in an elicitation request."""
         prop: dict[str, Any] = {"type": self.type}
         if self.values is not None:
             prop["enum"] = list(self.values)
@@ -81,6 +91,7 @@ class AskField:
 
     @classmethod
     def from_schema(cls, prop: dict[str, Any], required: bool) -> AskField:
+        """Rebuild a field from its schema property, so a stateless continuation needs only the schema."""
         field = cls(prop.get("type", "string"), prop.get("description"), prop.get("enum"))
         field.minimum, field.maximum = prop.get("minimum"), prop.get("maximum")
         if "default" in prop:
@@ -109,22 +120,27 @@ class _Ask:
 
     @staticmethod
     def string(description: str | None = None) -> AskField:
+        """A text field."""
         return AskField("string", description)
 
     @staticmethod
     def number(description: str | None = None) -> AskField:
+        """A number field (int or float; a bool is refused); bound it with ``.min()`` and ``.max()``."""
         return AskField("number", description)
 
     @staticmethod
     def integer(description: str | None = None) -> AskField:
+        """A whole-number field; bound it with ``.min()`` and ``.max()``."""
         return AskField("integer", description)
 
     @staticmethod
     def boolean(description: str | None = None) -> AskField:
+        """A yes/no field (a checkbox in the notebook form)."""
         return AskField("boolean", description)
 
     @staticmethod
     def enum(values: list[Any], description: str | None = None) -> AskField:
+        """A choice among ``values`` (non-empty strings, as MCP elicitation allows); ``ValueError`` otherwise."""
         values = list(values)
         if not values or not all(isinstance(v, str) for v in values):
             raise ValueError("ask.enum needs a non-empty list of strings")
@@ -144,6 +160,7 @@ def form_schema(fields: dict[str, AskField]) -> dict[str, Any]:
 
 
 def fields_from_schema(schema: dict[str, Any]) -> dict[str, AskField]:
+    """The fields of a form schema (the inverse of ``form_schema``), for answers checked after a round trip."""
     required = set(schema.get("required", ()))
     return {key: AskField.from_schema(prop, key in required) for key, prop in schema.get("properties", {}).items()}
 

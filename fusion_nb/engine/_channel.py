@@ -42,7 +42,11 @@ class InputChannel:
     can_reask = False
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
-        """Answer ``question.request``; the base class has nobody to ask (``None``)."""
+        """Answer ``question.request`` (see the class for the contract); the base class has nobody to ask.
+
+        Return an ``InputResponse``, ``None`` (nobody to ask: the call fails with
+        ``ELICITATION_UNSUPPORTED``) or ``DEFER``; expect to be cancelled when the call is aborted.
+        """
         return None
 
 
