@@ -6,6 +6,8 @@ from typing import Any
 
 from .host import Host
 
+__all__ = ["current_host", "load_ipython_extension", "script_answers", "server", "unload_ipython_extension"]
+
 _hosts: dict[int, Host] = {}
 
 
@@ -22,6 +24,10 @@ def load_ipython_extension(shell: Any) -> None:
 
 
 def unload_ipython_extension(shell: Any) -> None:
+    """``%unload_ext fusion_nb``: stop serving, close the host and remove its magics.
+
+    Unloading a kernel that never loaded the extension does nothing.
+    """
     host = _hosts.pop(id(shell), None)
     if host is None:
         return
@@ -31,6 +37,10 @@ def unload_ipython_extension(shell: Any) -> None:
 
 
 def current_host() -> Host:
+    """The host ``%load_ext fusion_nb`` made in this kernel (its traffic log, server, answers).
+
+    Raises ``RuntimeError`` naming the fix when the extension is not loaded.
+    """
     from IPython import get_ipython
 
     shell = get_ipython()
