@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..engine import InputRequest
 from .host import Host
 
 __all__ = ["current_host", "load_ipython_extension", "script_answers", "server", "unload_ipython_extension"]
@@ -50,7 +52,7 @@ def current_host() -> Host:
     return host
 
 
-def script_answers(answers: Any) -> None:
+def script_answers(answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
     """Answer the notebook's input requests from a mapping or callable, for unattended runs.
 
     ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to forms.
