@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fusion_nb.engine import InputChannel, InputQuestion, InputRequest, InputResponse
+from fusion_nb.engine import AbortSignal, InputChannel, InputQuestion, InputRequest, InputResponse
 
 from .call_view import views_for
 from .form import ElicitationForm

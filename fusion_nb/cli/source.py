@@ -62,7 +62,9 @@ def find_app(namespace: Mapping[str, Any], name: str | None, where: str) -> App:
     if name is not None:
         app = namespace.get(name)
         if not isinstance(app, App):
-            raise CliError(f"{where}: {name!r} is not a fusion-nb app (a fusion_nb.Fusion instance); check the name after ':'")
+            raise CliError(
+                f"{where}: {name!r} is not a fusion-nb app (a fusion_nb.Fusion instance); check the name after ':'"
+            )
         return app
     found: dict[int, tuple[str, App]] = {}
     for key, value in namespace.items():

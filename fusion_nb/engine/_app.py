@@ -138,7 +138,21 @@ class App:
     def use(self, middleware: Middleware) -> App:
         """Add app-wide middleware (innermost of the app's); every registered tool is recomposed.
 
-        Calls already running finish with the chain they started with.
+        A middleware is ``async def mw(ctx, call_next)`` and runs around every call: it may read
+        ``ctx`` (``tool``, ``input``, ``signal``) and enrich ``ctx.state``; ``return await
+        call_next()`` runs the rest of the chain and the handler, and what it returns is the
+        response value (return something else, or raise ``ToolError``, to short-circuit). An
+        aborted call stops before the next stage. Calls already running finish with the chain
+        they started with. Example, logging how long each call takes::
+
+            async def timed(ctx, call_next):
+                started = time.perf_counter()
+                try:
+                    return await call_next()
+                finally:
+                    log.info("%s took %.3fs", ctx.tool.name, time.perf_counter() - started)
+
+            app.use(timed)
         """
         self._middleware = (*self._middleware, middleware)
         for plan in self._plans.values():

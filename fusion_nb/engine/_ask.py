@@ -9,8 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 _NO_DEFAULT: Any = object()
-_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
 _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    """Whether ``value`` is of the JSON type ``kind`` (a bool is not a number).
+
+    A function rather than an inline ``isinstance``, so that ``value`` stays ``Any`` for the
+    range checks after it.
+    """
+    return not (isinstance(value, bool) and kind != "boolean") and isinstance(value, _TYPES[kind])
 
 
 class AskField:
@@ -28,39 +37,45 @@ class AskField:
         self.values = values
 
     def default(self, value: Any) -> AskField:
+        """Pre-fill the form with ``value``; it must fit the field, so a bad default fails where it is written."""
         self.check(value, "default")
         self.default_value = value
         return self
 
     def describe(self, text: str) -> AskField:
+        """Set the label the person sees (replaces the one given to the constructor)."""
         self.description = text
         return self
 
     def optional(self) -> AskField:
+        """Let the person leave the field empty; the answer then has no value for it."""
         self.required = False
         return self
 
     def min(self, value: float) -> AskField:
+        """Smallest accepted value (``ask.number`` and ``ask.integer`` only; others raise ``TypeError``)."""
         self._numeric("min")
         self.minimum = value
         return self
 
     def max(self, value: float) -> AskField:
+        """Largest accepted value (``ask.number`` and ``ask.integer`` only; others raise ``TypeError``)."""
         self._numeric("max")
         self.maximum = value
         return self
 
     def _numeric(self, what: str) -> None:
         if self.type not in ("number", "integer"):
-            raise TypeError(
-                f"{what}() applies to ask.number and ask.integer, not ask.{self.type if self.values is None else 'enum'}"
-            )
+            kind = self.type if self.values is None else "enum"
+            raise TypeError(f"{what}() applies to ask.number and ask.integer, not ask.{kind}")
 
     @property
     def has_default(self) -> bool:
+        """Whether ``.default()`` was given (``None`` is a valid default, so this is not ``default_value is None``)."""
         return self.default_value is not _NO_DEFAULT
 
     def schema(self) -> dict[str, Any]:
+        """The field as one JSON Schema property, as sent to the client in an elicitation request."""
         prop: dict[str, Any] = {"type": self.type}
         if self.values is not None:
             prop["enum"] = list(self.values)
@@ -76,6 +91,7 @@ class AskField:
 
     @classmethod
     def from_schema(cls, prop: dict[str, Any], required: bool) -> AskField:
+        """Rebuild a field from its schema property, so a stateless continuation needs only the schema."""
         field = cls(prop.get("type", "string"), prop.get("description"), prop.get("enum"))
         field.minimum, field.maximum = prop.get("minimum"), prop.get("maximum")
         if "default" in prop:
@@ -85,8 +101,7 @@ class AskField:
 
     def check(self, value: Any, key: str) -> Any:
         """Return ``value`` if it fits this field, else raise ``ValueError`` with one clause."""
-        expected = _TYPES[self.type]
-        if (isinstance(value, bool) and self.type != "boolean") or not isinstance(value, expected):
+        if not _has_type(value, self.type):
             raise ValueError(f'"{key}" expected {_TYPE_WORDS[self.type]}, got {value!r}')
         if self.values is not None and value not in self.values:
             raise ValueError(f'"{key}" expected one of {", ".join(map(repr, self.values))}, got {value!r}')
@@ -105,22 +120,27 @@ class _Ask:
 
     @staticmethod
     def string(description: str | None = None) -> AskField:
+        """A text field."""
         return AskField("string", description)
 
     @staticmethod
     def number(description: str | None = None) -> AskField:
+        """A number field (int or float; a bool is refused); bound it with ``.min()`` and ``.max()``."""
         return AskField("number", description)
 
     @staticmethod
     def integer(description: str | None = None) -> AskField:
+        """A whole-number field; bound it with ``.min()`` and ``.max()``."""
         return AskField("integer", description)
 
     @staticmethod
     def boolean(description: str | None = None) -> AskField:
+        """A yes/no field (a checkbox in the notebook form)."""
         return AskField("boolean", description)
 
     @staticmethod
     def enum(values: list[Any], description: str | None = None) -> AskField:
+        """A choice among ``values`` (non-empty strings, as MCP elicitation allows); ``ValueError`` otherwise."""
         values = list(values)
         if not values or not all(isinstance(v, str) for v in values):
             raise ValueError("ask.enum needs a non-empty list of strings")
@@ -140,6 +160,7 @@ def form_schema(fields: dict[str, AskField]) -> dict[str, Any]:
 
 
 def fields_from_schema(schema: dict[str, Any]) -> dict[str, AskField]:
+    """The fields of a form schema (the inverse of ``form_schema``), for answers checked after a round trip."""
     required = set(schema.get("required", ()))
     return {key: AskField.from_schema(prop, key in required) for key, prop in schema.get("properties", {}).items()}
 

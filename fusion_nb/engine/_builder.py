@@ -161,7 +161,17 @@ class ToolBuilder:
         return self
 
     def present(self, fn: Callable[[Any], Any]) -> ToolBuilder:
-        """Turn the response value into what the default presenter shows (for every handler kind)."""
+        """Turn the response value into what the default presenter shows (for every handler kind).
+
+        ``fn(value)`` is called once per successful call, synchronously on the event loop, with
+        what the handler (through its middleware) returned; its return value is then presented as
+        usual (a ``str`` as text, a dict or model as structured content, bytes as an image or blob).
+        Raising ``ToolError`` there makes the call an error result. Example::
+
+            @f.query("report").present(lambda rows: "\\n".join(f"{r.name}: {r.total}" for r in rows)).handle
+            async def report(input, ctx):
+                return await load_rows()
+        """
         self._presenter = fn
         return self
 

@@ -42,7 +42,11 @@ class InputChannel:
     can_reask = False
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
-        """Answer ``question.request``; the base class has nobody to ask (``None``)."""
+        """Answer ``question.request`` (see the class for the contract); the base class has nobody to ask.
+
+        Return an ``InputResponse``, ``None`` (nobody to ask: the call fails with
+        ``ELICITATION_UNSUPPORTED``) or ``DEFER``; expect to be cancelled when the call is aborted.
+        """
         return None
 
 
@@ -85,7 +89,7 @@ class ScriptedAnswers(InputChannel):
                 return InputResponse(answers[key])
         if request.kind == "url":
             return as_response(request, answers.get(request.key))
-        content = {key: answers[key] for key in request.keys() if key in answers}
+        content = {key: answers[key] for key in request.keys() if key in answers}  # noqa: SIM118 (InputRequest, not a dict)
         return InputResponse(ACCEPT, content) if content else None
 
 

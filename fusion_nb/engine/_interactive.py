@@ -52,9 +52,11 @@ class InputRequest:
 
     @property
     def schema(self) -> dict[str, Any] | None:
+        """The form's JSON Schema for an elicitation; ``None`` for a URL request (it has no form)."""
         return form_schema(self.fields) if self.fields is not None else None
 
     def keys(self) -> list[str]:
+        """The answer keys this request fills: its form's field names, or its single ``key``."""
         return list(self.fields) if self.fields is not None else [self.key]
 
 
@@ -72,6 +74,7 @@ class InputResponse:
 
     @property
     def accepted(self) -> bool:
+        """Whether the person (or client) accepted, as opposed to declining, cancelling or not answering."""
         return self.action == ACCEPT
 
 
@@ -97,12 +100,23 @@ class _RequireInput:
 
     @staticmethod
     def elicit(message: str, fields: dict[str, AskField], *, state: Any = None) -> InputRequest:
+        """Ask for a form: ``return require_input.elicit("Refund?", {"confirm": ask.boolean("Approve")})``.
+
+        ``state`` (JSON-compatible) travels with the request and comes back to the re-run handler
+        through ``read_request_state()``, so a handler resumed by a stateless client keeps nothing
+        itself; the answers are read with ``read_input(key)``.
+        """
         if not fields or not all(isinstance(f, AskField) for f in fields.values()):
             raise ValueError("require_input.elicit needs a dict of ask.* fields")
         return InputRequest("elicit", message, fields=dict(fields), state=_json_checked(state), key="+".join(fields))
 
     @staticmethod
     def url(message: str, url: str, *, state: Any = None, key: str = "url") -> InputRequest:
+        """Send the person to ``url`` (a sign-in, a payment page) and resume when they are done.
+
+        The URL is checked at once (https, or http to a loopback host; else ``ValueError``); the
+        answer is read with ``read_input(key)``; ``state`` comes back as with ``elicit``.
+        """
         check_url(url)
         return InputRequest("url", message, url=url, state=_json_checked(state), key=key)
 
@@ -152,7 +166,7 @@ class Rounds:
     state: Any = None
 
     def record(self, request: InputRequest, response: InputResponse) -> None:
-        for key in request.keys():
+        for key in request.keys():  # noqa: SIM118 (InputRequest.keys() is a method, not a dict view)
             value = (
                 response.content.get(key)
                 if response.content is not None and request.kind == "elicit"

@@ -43,16 +43,16 @@ def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         data = list(value)
         return [text(json.dumps(data, default=str, ensure_ascii=False))], {"result": data}
     if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        mime = image_type(data)
+        blob = bytes(value)
+        mime = image_type(blob)
         if mime:
-            return [{"type": "image", "data": base64.b64encode(data).decode("ascii"), "mimeType": mime}], None
+            return [{"type": "image", "data": base64.b64encode(blob).decode("ascii"), "mimeType": mime}], None
         return [
             {
                 "type": "resource",
                 "resource": {
                     "uri": "data:application/octet-stream",
-                    "blob": base64.b64encode(data).decode("ascii"),
+                    "blob": base64.b64encode(blob).decode("ascii"),
                     "mimeType": "application/octet-stream",
                 },
             }

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..engine import InputRequest
 from .host import Host
+
+__all__ = ["current_host", "load_ipython_extension", "script_answers", "server", "unload_ipython_extension"]
 
 _hosts: dict[int, Host] = {}
 
@@ -22,6 +26,10 @@ def load_ipython_extension(shell: Any) -> None:
 
 
 def unload_ipython_extension(shell: Any) -> None:
+    """``%unload_ext fusion_nb``: stop serving, close the host and remove its magics.
+
+    Unloading a kernel that never loaded the extension does nothing.
+    """
     host = _hosts.pop(id(shell), None)
     if host is None:
         return
@@ -31,6 +39,10 @@ def unload_ipython_extension(shell: Any) -> None:
 
 
 def current_host() -> Host:
+    """The host ``%load_ext fusion_nb`` made in this kernel (its traffic log, server, answers).
+
+    Raises ``RuntimeError`` naming the fix when the extension is not loaded.
+    """
     from IPython import get_ipython
 
     shell = get_ipython()
@@ -40,7 +52,7 @@ def current_host() -> Host:
     return host
 
 
-def script_answers(answers: Any) -> None:
+def script_answers(answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
     """Answer the notebook's input requests from a mapping or callable, for unattended runs.
 
     ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to forms.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import linecache
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 RESPOND_NAME = "__fusion_respond__"
 
@@ -94,6 +94,15 @@ def register_source(filename: str, raw: str) -> None:
     linecache.cache[filename] = (len(raw), None, raw.splitlines(True), filename)
 
 
+class _Span(TypedDict):
+    """The source position every synthesised function node carries."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int
+    end_col_offset: int
+
+
 def compile_handler(
     body: str, *, function_name: str, filename: str, first_line: int, namespace: dict[str, Any]
 ) -> tuple[Callable[..., Any], str | None]:
@@ -107,7 +116,7 @@ def compile_handler(
     except SyntaxError as exc:
         if exc.lineno is not None:
             exc.lineno += first_line - 1
-            if getattr(exc, "end_lineno", None):
+            if exc.end_lineno:
                 exc.end_lineno += first_line - 1
         exc.filename = filename
         raise
@@ -122,7 +131,7 @@ def compile_handler(
     if scan.awaits and scan.yields:
         statements = [out for stmt in statements for out in _as_list(_ReturnToRespond().visit(stmt))]
     statements = statements or [ast.Pass(lineno=first_line, col_offset=0, end_lineno=first_line, end_col_offset=0)]
-    span = {
+    span: _Span = {
         "lineno": first_line,
         "col_offset": 0,
         "end_lineno": max(getattr(s, "end_lineno", first_line) or first_line for s in statements),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..engine import Call, Tool
+from ..engine import BoundTool, Call
 from ..widgets import crash_of, describe_tool
 
 #: the file names under which tool cells' bodies are compiled (see magics)
@@ -23,7 +23,7 @@ TOOL_CELL_PREFIX = "<fusion-tool-cell-"
 class CellTool:
     """Awaitable-callable handle of a tool defined in a cell."""
 
-    def __init__(self, tool: Tool, host: Any) -> None:
+    def __init__(self, tool: BoundTool, host: Any) -> None:
         self.tool = tool
         self._host = host
 

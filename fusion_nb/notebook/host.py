@@ -26,12 +26,13 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import App, Call, CallResult, ScriptedAnswers, Tool
+from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
@@ -98,7 +99,7 @@ class Host:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
 
-    def script_answers(self, answers: Any) -> None:
+    def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
         self.app.input_channel = ScriptedAnswers(answers) if answers is not None else self.notebook_channel
 

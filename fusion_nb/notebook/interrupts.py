@@ -76,13 +76,14 @@ class IdleInterrupts:
     def ensure(self) -> None:
         """Install while calls live; restore the previous handler once none do."""
         current = signal.getsignal(signal.SIGINT)
+        installed = current is self  # a bool, so mypy does not narrow ``self`` to the handler's type
         if self.cell_running:
             return
         if self.app.active_calls:
-            if current is not self:
+            if not installed:
                 self.previous = current
                 signal.signal(signal.SIGINT, self)
-        elif current is self:
+        elif installed:
             signal.signal(signal.SIGINT, self.previous if self.previous is not None else signal.SIG_IGN)
 
     # -- the handler ----------------------------------------------------------------
@@ -95,7 +96,8 @@ class IdleInterrupts:
 
     def close(self) -> None:
         self._undo_on_call()
-        if signal.getsignal(signal.SIGINT) is self:
+        installed = signal.getsignal(signal.SIGINT) is self
+        if installed:
             self.loop.call_soon(
                 signal.signal, signal.SIGINT, self.previous if self.previous is not None else signal.SIG_IGN
             )

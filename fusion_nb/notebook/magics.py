@@ -7,6 +7,7 @@ from collections import ChainMap
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -23,6 +24,14 @@ class FusionMagics(Magics):
     def __init__(self, shell: Any, host: Any) -> None:
         super().__init__(shell)
         self.host = host
+
+    @property
+    def _shell(self) -> InteractiveShell:
+        """The shell these magics run in (``Magics.shell`` is only ``None`` before registration)."""
+        shell = self.shell
+        if shell is None:
+            raise UsageError("fusion-nb magics are not registered with an IPython shell")
+        return shell
 
     @cell_magic
     def fusion_tool(self, line: str, cell: str) -> Any:
@@ -49,21 +58,25 @@ class FusionMagics(Magics):
         if isinstance(filename_map, dict):
             filename_map[filename] = number  # tracebacks then say "Cell In[n]"
         handler, docstring = compile_handler(
-            cell, function_name=python_name(builder.name), filename=filename, first_line=2, namespace=self.shell.user_ns
+            cell,
+            function_name=python_name(builder.name),
+            filename=filename,
+            first_line=2,
+            namespace=self._shell.user_ns,
         )
         if docstring and builder._description is None:
             builder.describe(docstring)
         tool = builder.handle(handler)
         bound = CellTool(tool, self.host)
-        self.shell.user_ns[python_name(tool.name)] = bound
+        self._shell.user_ns[python_name(tool.name)] = bound
         return self.host.card(bound)
 
     def _builder(self, header: str) -> ToolBuilder:
         if _PLAIN_NAME.fullmatch(header):
             return self.host.app.f.action(header)
-        scope = ChainMap(self.shell.user_ns, {"f": self.host.app.f, **fusion_names()})
+        scope = ChainMap(self._shell.user_ns, {"f": self.host.app.f, **fusion_names()})
         try:
-            builder = eval(compile(header, "<%%fusion_tool header>", "eval"), self.shell.user_ns, scope)
+            builder = eval(compile(header, "<%%fusion_tool header>", "eval"), self._shell.user_ns, scope)
         except SyntaxError as exc:
             raise UsageError(
                 f"%%fusion_tool header is neither a tool name nor a Python expression: {exc.msg} in {header!r}"
@@ -76,8 +89,8 @@ class FusionMagics(Magics):
 
     def _cell_number(self) -> int:
         """The In[n] of this cell (IPython counts before running; nbval runs without history)."""
-        count = self.shell.execution_count
-        kernel = getattr(self.shell, "kernel", None)
+        count = self._shell.execution_count
+        kernel: Any = getattr(self.shell, "kernel", None)  # ipykernel's kernel; absent in a plain IPython shell
         try:
             store_history = kernel.get_parent()["content"].get("store_history", True)
         except Exception:
@@ -119,7 +132,7 @@ class FusionMagics(Magics):
             return self.host.panel
         if args.command == "inspect":
             return self.host.inspect(args.tool)
-        print(usage(self.fusion.parser.format_help()))
+        print(usage(self.fusion.parser.format_help()))  # type: ignore[union-attr]  # magic_arguments adds .parser
         return None
 
 

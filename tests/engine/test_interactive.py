@@ -1,10 +1,9 @@
 """Multi-round input in the engine: scripted, re-asking, deferred (stateless) and aborted."""
 
 import json
-
-import anyio
 from types import SimpleNamespace
 
+import anyio
 import pytest
 
 from fusion_nb import InputResponse, ask, input_response, read_input, read_request_state, require_input, respond
@@ -17,8 +16,8 @@ from fusion_nb.engine import (
     INVALID_INPUT,
     DeferToClient,
     InputChannel,
+    form_schema,
 )
-from fusion_nb.engine import form_schema
 
 pytestmark = pytest.mark.anyio
 

@@ -29,7 +29,9 @@ def node() -> str:
     if path is None:
         pytest.skip("node is not installed: the interop tests drive Node MCP clients (install Node 20+).")
     if not (HERE / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        pytest.fail("The pinned Node clients are not installed: run `make interop` (npm install --prefix tests/interop).")
+        pytest.fail(
+            "The pinned Node clients are not installed: run `make interop` (npm install --prefix tests/interop)."
+        )
     return path
 
 
