@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Strict, StrictBool, StrictInt, StrictStr
 
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, enum_annotation, strict_model
@@ -14,6 +14,10 @@ from ._tool import BoundTool, Tool
 
 if TYPE_CHECKING:
     from ._app import App
+
+#: Builder fields take exactly what their JSON Schema promises: no "3" for an integer,
+#: no true for an integer, no "yes" for a boolean (a number may be sent as an integer).
+StrictNumber = Annotated[float, Strict()]
 
 _VERB_HINTS = {
     "action": {},
@@ -65,25 +69,25 @@ class ToolBuilder:
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
         """A string argument ``key``; ``optional=True`` makes it default to ``None``."""
-        return self._field(key, str, description, default, optional)
+        return self._field(key, StrictStr, description, default, optional)
 
     def with_number(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
         """A number argument (finite: NaN and infinities are refused)."""
-        return self._field(key, float, description, default, optional)
+        return self._field(key, StrictNumber, description, default, optional)
 
     def with_integer(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
-        """An integer argument (``1.5`` is refused, ``2.0`` accepted as 2)."""
-        return self._field(key, int, description, default, optional)
+        """An integer argument (``1.5``, ``"3"`` and ``true`` are refused)."""
+        return self._field(key, StrictInt, description, default, optional)
 
     def with_boolean(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
     ) -> ToolBuilder:
         """A boolean argument."""
-        return self._field(key, bool, description, default, optional)
+        return self._field(key, StrictBool, description, default, optional)
 
     def with_enum(
         self,

@@ -266,24 +266,18 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
 
 # -- engine state ---------------------------------------------------------------------------
 #: What ``app.stats()`` must report as zero once an app is idle (requested from the engine).
-IDLE_STATS = (
+IDLE_STATS = (  # app.stats(): slots_* sum every tool's concurrency limit and mutation serializer
     "active_calls",
     "background_tasks",
     "slots_active",
     "slots_queued",
-    "serializers_active",
-    "serializers_queued",
-    "abandoned_threads",
+    "threads_running",
+    "threads_abandoned",
 )
 
 
 def engine_residue(app: Any) -> list[str]:
-    """Everything the engine still holds after a round, through its public API.
-
-    ``app.active_calls`` and ``app.background_tasks`` exist today; slots in use,
-    serializers held and abandoned threads need ``app.stats()`` (requested from the
-    engine: an object or mapping with the counters of ``IDLE_STATS``).
-    """
+    """Everything the engine still holds after a round, through its public API (``app.stats()``)."""
     residue = []
     if app.active_calls:
         residue.append(f"active calls: {app.active_calls}")
@@ -291,7 +285,7 @@ def engine_residue(app: Any) -> list[str]:
         residue.append(f"background tasks: {app.background_tasks}")
     stats = app.stats()
     for name in IDLE_STATS:
-        value = stats[name] if isinstance(stats, dict) else getattr(stats, name)
+        value = getattr(stats, name)
         if value:
             residue.append(f"{name}={value}")
     return residue
