@@ -13,11 +13,12 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 log = logging.getLogger("fusion_nb")
+T = TypeVar("T")
 
 
 def on_asyncio() -> bool:
@@ -161,3 +162,72 @@ class Workers:
                 await self._idle.wait()
             return True
         return False
+
+
+async def wait_through_cancel(work: Awaitable[T], on_cancel: Callable[[], None]) -> T:
+    """Await ``work`` to its end even if the awaiting task is cancelled; ``on_cancel()`` says it was.
+
+    For work in a thread, which cannot be interrupted: ``on_cancel`` (called once, on
+    the loop) asks the thread to stop, the wait goes on until it has, and the
+    cancellation is raised after that. ``anyio.to_thread.run_sync`` alone is not
+    enough: on asyncio a native ``task.cancel()`` (how the engine cancels a detached
+    call) ends its wait at once and leaves the thread running; on trio the wait
+    cannot be cancelled, so nothing would notice the cancellation at all.
+    """
+    if not on_asyncio():
+        return await _trio_wait_through_cancel(work, on_cancel)
+    future = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError as cancelled:
+        if not future.done():
+            on_cancel()
+            with anyio.CancelScope(shield=True):  # anyio re-delivers its cancels every loop turn: no spinning
+                while not future.done():
+                    try:
+                        await asyncio.shield(future)
+                    except asyncio.CancelledError:
+                        pass  # another native cancel: still waiting for the thread
+                    except Exception:
+                        break  # the thread's own error; the cancellation wins
+        raise cancelled
+
+
+async def _trio_wait_through_cancel(work: Awaitable[T], on_cancel: Callable[[], None]) -> T:
+    finished = False
+
+    async def watch() -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            if not finished:
+                on_cancel()
+            raise
+
+    error: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            value = await work  # uncancellable: ends when the thread has returned
+        except Exception as exc:  # raised below, not wrapped in the group's ExceptionGroup
+            error = exc
+        finally:
+            finished = True
+            group.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return value
+
+
+def nothing() -> None:
+    """A callback that does nothing (``wait_through_cancel`` with no stop request)."""
+    pass
+
+
+def loop_scheduler() -> Callable[[Callable[[], None]], object]:
+    """How a worker thread schedules a callback on the running loop (asyncio or trio)."""
+    if on_asyncio():
+        return asyncio.get_running_loop().call_soon_threadsafe
+    import trio
+
+    return trio.lowlevel.current_trio_token().run_sync_soon

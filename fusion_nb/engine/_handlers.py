@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from ._background import on_asyncio
+from ._background import loop_scheduler, nothing, wait_through_cancel
 from ._errors import Aborted
 from ._streaming import ProgressEvent, Respond
 
@@ -48,66 +48,7 @@ class InThread(Protocol):
 
 async def run_in_anyio_thread(func: Callable[[], T]) -> T:
     """The default ``in_thread``: anyio's default pool, waiting for the thread even when cancelled."""
-    return await wait_through_cancel(anyio.to_thread.run_sync(func), _nothing)
-
-
-async def wait_through_cancel(work: Awaitable[T], on_cancel: Callable[[], None]) -> T:
-    """Await ``work`` to its end even if the awaiting task is cancelled; ``on_cancel()`` says it was.
-
-    For work in a thread, which cannot be interrupted: ``on_cancel`` (called once, on
-    the loop) asks the thread to stop, the wait goes on until it has, and the
-    cancellation is raised after that. ``anyio.to_thread.run_sync`` alone is not
-    enough: on asyncio a native ``task.cancel()`` (how the engine cancels a detached
-    call) ends its wait at once and leaves the thread running; on trio the wait
-    cannot be cancelled, so nothing would notice the cancellation at all.
-    """
-    if not on_asyncio():
-        return await _trio_wait_through_cancel(work, on_cancel)
-    future = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError as cancelled:
-        if not future.done():
-            on_cancel()
-            with anyio.CancelScope(shield=True):  # anyio re-delivers its cancels every loop turn: no spinning
-                while not future.done():
-                    try:
-                        await asyncio.shield(future)
-                    except asyncio.CancelledError:
-                        pass  # another native cancel: still waiting for the thread
-                    except Exception:
-                        break  # the thread's own error; the cancellation wins
-        raise cancelled
-
-
-async def _trio_wait_through_cancel(work: Awaitable[T], on_cancel: Callable[[], None]) -> T:
-    finished = False
-
-    async def watch() -> None:
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            if not finished:
-                on_cancel()
-            raise
-
-    error: Exception | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        try:
-            value = await work  # uncancellable: ends when the thread has returned
-        except Exception as exc:  # raised below, not wrapped in the group's ExceptionGroup
-            error = exc
-        finally:
-            finished = True
-            group.cancel_scope.cancel()
-    if error is not None:
-        raise error
-    return value
-
-
-def _nothing() -> None:
-    pass
+    return await wait_through_cancel(anyio.to_thread.run_sync(func), nothing)
 
 
 class HandlerRunner(Protocol):
@@ -204,15 +145,6 @@ def _drive_generator(
                 ignored.note(item)
     finally:
         generator.close()  # a no-op when it has finished; otherwise its finally runs here, once
-
-
-def loop_scheduler() -> Callable[[Callable[[], None]], object]:
-    """How a worker thread schedules a callback on the running loop (the only backend-specific part)."""
-    if on_asyncio():
-        return asyncio.get_running_loop().call_soon_threadsafe
-    import trio
-
-    return trio.lowlevel.current_trio_token().run_sync_soon
 
 
 class _ProgressRelay:

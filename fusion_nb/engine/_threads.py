@@ -21,9 +21,8 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from ._background import on_asyncio
+from ._background import nothing, on_asyncio, wait_through_cancel
 from ._errors import Aborted, threads_busy
-from ._handlers import wait_through_cancel
 from ._signal import AbortSignal
 
 T = TypeVar("T")
@@ -79,7 +78,7 @@ class ThreadPool:
         self.running += 1
         try:
             return await wait_through_cancel(
-                anyio.to_thread.run_sync(_reporting_late_errors(func, signal), limiter=self._limiter()), _nothing
+                anyio.to_thread.run_sync(_reporting_late_errors(func, signal), limiter=self._limiter()), nothing
             )
         finally:
             self.running -= 1
@@ -114,7 +113,3 @@ def _reporting_late_errors(func: Callable[[], T], signal: AbortSignal) -> Callab
             raise
 
     return body
-
-
-def _nothing() -> None:
-    pass
