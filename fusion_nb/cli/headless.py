@@ -12,14 +12,14 @@ nothing. Cell tags override: ``fusion:skip`` leaves a cell out entirely,
 ``fusion:run`` runs it with real tool calls (the author's explicit choice). Any other
 exception stops start-up with one message naming the cell and the fix.
 
-The guard sits on ``App.start``, the one door every call goes through (cell
-handles, ``app.call``, the MCP adapter), so it covers apps a notebook creates itself.
+The guard is the engine's ``gating_calls``: ``App.start`` is the one door every call goes
+through (cell handles, ``app.call``, the MCP adapter), and the gate is a context variable,
+so it covers apps a notebook creates itself and tasks its cells start.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import sys
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import App
+from ..engine import gating_calls
 from .errors import CliError
 
 SKIP_TAG = "fusion:skip"
@@ -124,22 +124,13 @@ class StartupGuard:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Wrap ``App.start`` for the duration; the wrapper checks ``active`` on every call."""
-        original = App.start
-        guard = self
-
-        @functools.wraps(original)
-        def start(app: Any, name: str, *args: Any, **options: Any) -> Any:
-            guard.refuse(f"tool {name!r}")
-            return original(app, name, *args, **options)
-
-        App.start = start  # type: ignore[method-assign,assignment]
+        """Refuse calls started in this context (the cells, and tasks they start) while inside."""
         self.active = True
         try:
-            yield
+            with gating_calls(lambda name: self.refuse(f"tool {name!r}")):
+                yield
         finally:
             self.active = False
-            App.start = original  # type: ignore[method-assign]
 
 
 class _NoKernelServer:

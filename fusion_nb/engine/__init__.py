@@ -5,7 +5,7 @@ private (``_call``, ``_runner``...) and may change shape freely. See
 docs/architecture.md for the modules in import order and one call followed through.
 """
 
-from ._app import App, EngineStats
+from ._app import App, EngineStats, gating_calls
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
@@ -82,6 +82,7 @@ __all__ = [
     "ask",
     "fields_from_schema",
     "form_schema",
+    "gating_calls",
     "input_response",
     "present",
     "progress",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.metadata
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,25 @@ from ._threads import ThreadPool
 from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
+
+_call_gate: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "fusion_nb_call_gate", default=None
+)
+
+
+@contextlib.contextmanager
+def gating_calls(gate: Callable[[str], None]) -> Iterator[None]:
+    """Run ``gate(tool_name)`` before every call started in this context, by any app; it may raise.
+
+    For hosts that run code which must not perform tool calls: ``fusion-nb serve`` runs
+    a notebook's cells this way, so a demo cell's ``await refund(...)`` is refused
+    before any handler runs. Tasks started inside inherit the gate (context variables).
+    """
+    token = _call_gate.set(gate)
+    try:
+        yield
+    finally:
+        _call_gate.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +225,9 @@ class App:
         transport's own input channel. ``resume`` is a continuation from an earlier
         input-required result and ``response`` the client's answer to its request.
         """
+        gate = _call_gate.get()
+        if gate is not None:
+            gate(name)
         call_id = str(next(self._ids))
         plan = self._plans.get(name)
         if plan is None:
