@@ -274,10 +274,25 @@ class App:
         *,
         on_progress: Callable[[ProgressEvent], None] | None = None,
         answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
-        **options: Any,
+        request_info: Any = None,
+        channel: InputChannel | None = None,
+        resume: Mapping[str, Any] | None = None,
+        response: Any = None,
+        inline: bool = False,
     ) -> CallResult:
-        """Run a call to its result; cancelling the awaiting task aborts it (see ``start``)."""
-        return await self.start(name, args, on_progress=on_progress, answers=answers, **options).wait()
+        """Run a call to its result; cancelling the awaiting task aborts it (options: see ``start``)."""
+        call = self.start(
+            name,
+            args,
+            on_progress=on_progress,
+            answers=answers,
+            request_info=request_info,
+            channel=channel,
+            resume=resume,
+            response=response,
+            inline=inline,
+        )
+        return await call.wait()
 
     def _settings(self) -> RunSettings:
         return RunSettings(
