@@ -68,7 +68,9 @@ class Call:
         "_on_progress",
         "_on_settle",
         "_settled",
+        "_stopped",
         "arguments",
+        "body_stopped",
         "id",
         "progress",
         "request",
@@ -111,6 +113,9 @@ class Call:
         self._on_settle = on_settle
         self._listeners: list[Callable[[Call], None]] = []
         self._settled: anyio.Event | None = None  # made when somebody waits
+        #: whether the handler has really stopped (cleanup included); a call answers before that
+        self.body_stopped = result is not None
+        self._stopped: anyio.Event | None = None
         self._last_percent = -1.0
 
     @classmethod
@@ -177,6 +182,22 @@ class Call:
                 log.exception("fusion-nb: settling call %s (tool %s) failed", self.id, self.tool_name)
         self._notify()
         return True
+
+    def mark_stopped(self) -> None:
+        """The body has stopped (returned, raised or finished its cleanup after an abort)."""
+        self.body_stopped = True
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the handler has really stopped, cleanup included (an aborted call answers first).
+
+        Hosts use it to say truthfully that an interrupted call's cleanup ran.
+        """
+        if not self.body_stopped:
+            if self._stopped is None:
+                self._stopped = anyio.Event()
+            await self._stopped.wait()
 
     # -- waiting and aborting ----------------------------------------------------------
     async def wait(self) -> CallResult:

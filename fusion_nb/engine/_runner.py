@@ -192,6 +192,7 @@ class Runner:
                     self._turn = (self.plan.slots, turn)
         except ToolError as error:
             call.settle(CallResult.failure(error), CallStatus.FAILED)
+            call.mark_stopped()
             return False
         self.settings.register(call)
         self.settings.announce(call)
@@ -216,7 +217,10 @@ class Runner:
         cancels the pipeline; the answer then follows the handler's unwinding.
         """
         self.pending_inline = False
-        if self.call.settled or not self._begin():
+        if self.call.settled:
+            self.call.mark_stopped()  # aborted before it ever ran
+            return
+        if not self._begin():
             return
         try:
             if not on_asyncio():
@@ -240,10 +244,13 @@ class Runner:
         finally:
             self._scope = None
             self._release_all()
+            self.call.mark_stopped()
 
     # -- aborting ------------------------------------------------------------------------
     def abort(self) -> None:
         """The call was aborted (and has settled): stop its body; cleanup goes on in the background."""
+        if self.pending_inline:  # never awaited, so it never ran
+            self.call.mark_stopped()
         self.pending_inline = False
         self._leave_queue()
         if self._scope is not None:
@@ -297,6 +304,7 @@ class Runner:
 
     def _worker_finished(self) -> None:
         self._release_all()
+        self.call.mark_stopped()
         if self._worker_done is not None:
             self._worker_done.set()
 

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
 from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
@@ -51,7 +53,7 @@ class Interrupted:
     """A call of the running cell that an interrupt cancelled."""
 
     tool: str
-    cleaned: bool | None  # None: other calls run, so whose cleanup is whose cannot be told
+    cleaned: bool | None  # None: unknown (the call was not awaited by the cell)
 
 
 class Host:
@@ -199,12 +201,11 @@ class Host:
 
     async def after_interrupt(self, call: Call) -> None:
         """An awaited call was cancelled: let its cleanup finish (bounded), and note it for the cell."""
-        cleaned: bool | None = None
+        cleaned = False
         try:
-            if not self.app.active_calls:  # nothing else runs: every detached task is cleanup
-                cleaned = await self.app.wait_background(CLEANUP_WAIT)
-            else:
-                await asyncio.sleep(0)
+            with anyio.move_on_after(CLEANUP_WAIT):
+                await call.wait_stopped()
+                cleaned = True
         except asyncio.CancelledError:  # interrupted again: stop waiting
             cleaned = False
         self.interrupted.append(Interrupted(call.tool.name if call.tool else "?", cleaned))

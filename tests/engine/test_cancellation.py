@@ -375,3 +375,34 @@ async def test_several_waiters_for_the_background_all_wake(app, slow):
         await anyio.wait_all_tasks_blocked()
         call.cancel()
     assert sorted(woke) == ["first", "second"] and cleaned == [True]
+
+
+async def test_wait_stopped_tells_when_an_aborted_body_has_really_stopped(app):
+    """A call answers at once; ``wait_stopped`` waits for its cleanup (hosts say "its cleanup ran")."""
+    entered, release = anyio.Event(), anyio.Event()
+
+    @app.f.action("slow_cleanup").handle
+    async def slow_cleanup(input, ctx):
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await release.wait()
+
+    for inline in (False, True):
+        call = app.start("slow_cleanup", inline=inline)
+        async with anyio.create_task_group() as group:
+            group.start_soon(call.wait)
+            await entered.wait()
+            call.cancel()
+            assert call.settled and not call.body_stopped
+            release.set()
+            with anyio.fail_after(5):
+                await call.wait_stopped()
+        assert call.body_stopped
+        entered, release = anyio.Event(), anyio.Event()
+    never = app.start("slow_cleanup", inline=True)  # never awaited: it never ran
+    never.cancel()
+    await never.wait_stopped()
+    assert app.stats().idle or await app.wait_background(5)
