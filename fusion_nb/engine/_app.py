@@ -108,8 +108,9 @@ class App:
         self.version = version or importlib.metadata.version("fusion-nb")
         self.instructions = instructions
         self.context_factory = context_factory
-        self.grace = grace
-        self.max_rounds = max_rounds
+        self._grace = grace
+        self._max_rounds = max_rounds
+        self._run_settings: RunSettings | None = None
         #: who answers input requests when a call names no channel (none: fail fast)
         self.input_channel: InputChannel = input_channel or NoChannel()
         #: the builder factory: ``app.f.action("name")...handle(fn)``
@@ -122,6 +123,26 @@ class App:
         self._ids = itertools.count(1)
         self._registry_listeners: list[Callable[[], None]] = []
         self._call_listeners: list[Callable[[Call], None]] = []
+
+    @property
+    def grace(self) -> float:
+        """Seconds after which an aborted call's unfinished cleanup is reported (``aclose`` waits that long)."""
+        return self._grace
+
+    @grace.setter
+    def grace(self, seconds: float) -> None:
+        self._grace = seconds
+        self._run_settings = None
+
+    @property
+    def max_rounds(self) -> int:
+        """Input rounds one call may ask for, unless its tool says otherwise."""
+        return self._max_rounds
+
+    @max_rounds.setter
+    def max_rounds(self, rounds: int) -> None:
+        self._max_rounds = rounds
+        self._run_settings = None
 
     # -- registry --------------------------------------------------------------------
     @property
@@ -233,7 +254,8 @@ class App:
         if plan is None:
             return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
         tool = plan.tool
-        rounds, resumed = Rounds(), None
+        rounds: Rounds | None = None
+        resumed = None
         try:
             value = validate_input(name, tool.input_model, args)
             if resume is not None:
@@ -295,7 +317,10 @@ class App:
         return await call.wait()
 
     def _settings(self) -> RunSettings:
-        return RunSettings(
+        settings = self._run_settings
+        if settings is not None:
+            return settings
+        settings = self._run_settings = RunSettings(
             workers=self._workers,
             threads=self._threads,
             grace=self.grace,
@@ -304,6 +329,7 @@ class App:
             forget=self._forget_call,
             announce=self._announce_call,
         )
+        return settings
 
     def _register_call(self, call: Call) -> None:
         self._calls[call.id] = call

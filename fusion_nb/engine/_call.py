@@ -100,7 +100,7 @@ class Call:
         self.tool_name: str = tool.name if tool is not None else (tool_name or "?")
         #: the arguments as the caller sent them (before validation), for views and traffic logs
         self.arguments = arguments
-        self.signal = AbortSignal(label=f'call {call_id} of tool "{self.tool_name}"')
+        self.signal = AbortSignal((call_id, self.tool_name))
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
         self.status = CallStatus.QUEUED if result is None else CallStatus.FAILED

@@ -154,7 +154,7 @@ class Runner:
         value: Any,
         state: dict[str, Any],
         channel: InputChannel,
-        rounds: Rounds,
+        rounds: Rounds | None,
         resume: tuple[InputRequest, InputResponse] | None,
         on_progress: Callable[[ProgressEvent], None] | None,
     ) -> None:
@@ -381,19 +381,23 @@ class Runner:
         try:
             if self.resume is not None:
                 request, response = self.resume
+                assert rounds is not None  # a resumed call always carries its rounds
                 rounds.record(request, checked_answer(self.plan.tool.name, request, response, False))
             while True:
                 value = await chain(ctx)
                 if type(value) is not InputRequest:
                     return value
-                rounds.record(value, await self._collect(value))
+                if rounds is None:  # the first input request of this call: from now on it has answers
+                    rounds = self.rounds = Rounds()
+                    current_rounds.set(rounds)
+                rounds.record(value, await self._collect(value, rounds))
         finally:
             current_rounds.reset(rounds_token)
             current_runner.reset(runner_token)
 
-    async def _collect(self, request: InputRequest) -> InputResponse:
+    async def _collect(self, request: InputRequest, rounds: Rounds) -> InputResponse:
         """Ask the channel for the answers, re-asking invalid ones where it can."""
-        tool, rounds, call, channel = self.plan.tool, self.rounds, self.call, self.channel
+        tool, call, channel = self.plan.tool, self.call, self.channel
         limit = tool.max_rounds or self.settings.max_rounds
         problems: tuple[str, ...] = ()
         while True:

@@ -22,13 +22,12 @@ class AbortSignal:
     or the abort itself.
     """
 
-    __slots__ = ("_callbacks", "_event", "aborted", "label", "reason")
+    __slots__ = ("_callbacks", "_event", "_owner", "aborted", "reason")
 
-    def __init__(self, label: str = "") -> None:
+    def __init__(self, owner: tuple[str, str] | None = None) -> None:
         self.aborted = False
         self.reason: str | None = None
-        #: who owns the signal, for log records (``call 7 of tool "sync"``)
-        self.label = label
+        self._owner = owner  # (call id, tool name), formatted only when a log record needs it
         self._event: anyio.Event | None = None
         self._callbacks: list[Callable[[str], None]] = []
 
@@ -58,11 +57,19 @@ class AbortSignal:
 
         return remove
 
+    @property
+    def label(self) -> str:
+        """Who owns the signal, for log records (``call 7 of tool "sync"``)."""
+        if self._owner is None:
+            return "a signal"
+        call_id, tool = self._owner
+        return f'call {call_id} of tool "{tool}"'
+
     def _run(self, callback: Callable[[str], None], reason: str) -> None:
         try:
             callback(reason)
         except Exception:
-            log.exception("fusion-nb: an abort callback of %s failed", self.label or "a signal")
+            log.exception("fusion-nb: an abort callback of %s failed", self.label)
 
     async def wait(self) -> str:
         """Wait until aborted; returns the reason."""
