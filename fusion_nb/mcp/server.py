@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -33,6 +33,10 @@ from .elicitation import (
 )
 from .progress import ProgressPump, wants_progress
 
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+    from starlette.requests import Request
+
 
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
@@ -51,7 +55,7 @@ class RequestInfo:
         return self.context.protocol_version
 
     @property
-    def request(self) -> Any:
+    def request(self) -> Request | None:
         """The Starlette request on HTTP, ``None`` on stdio and in memory."""
         return self.context.request
 
@@ -62,7 +66,7 @@ class RequestInfo:
         return params.client_info if params is not None else None
 
     @property
-    def access_token(self) -> Any:
+    def access_token(self) -> AccessToken | None:
         """The verified bearer token on authenticated HTTP (``client_id`` names the token), else ``None``."""
         from mcp.server.auth.middleware.auth_context import get_access_token
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine import InputRequest
 from .host import Host
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .serve import KernelServer
 
 __all__ = ["current_host", "load_ipython_extension", "script_answers", "server", "unload_ipython_extension"]
 
 _hosts: dict[int, Host] = {}
 
 
-def load_ipython_extension(shell: Any) -> None:
+def load_ipython_extension(shell: InteractiveShell) -> None:
     """Idempotent: loading twice keeps the first host."""
     if id(shell) in _hosts:
         return
@@ -25,7 +30,7 @@ def load_ipython_extension(shell: Any) -> None:
     shell.register_magics(FusionMagics(shell, host))
 
 
-def unload_ipython_extension(shell: Any) -> None:
+def unload_ipython_extension(shell: InteractiveShell) -> None:
     """``%unload_ext fusion_nb``: stop serving, close the host and remove its magics.
 
     Unloading a kernel that never loaded the extension does nothing.
@@ -60,9 +65,9 @@ def script_answers(answers: Mapping[str, Any] | Callable[[InputRequest], Any] | 
     current_host().script_answers(answers)
 
 
-def server() -> Any:
+def server() -> KernelServer:
     """The server started by ``%fusion serve`` (``async with server().client() as c`` connects to it)."""
     running = current_host().server
     if running is None:
         raise RuntimeError("not serving: run %fusion serve first")
-    return running
+    return running  # type: ignore[no-any-return]  # (Host.server is duck-typed: the CLI swaps in a stand-in)
