@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..notebook.cell_compiler import BodyScan
 from .errors import CliError
 from .headless import Cell, StartupReport, failure_message, run_notebook
 from .source import find_app
@@ -162,9 +163,7 @@ def _tool_function(cell: Cell) -> str:
     builder = f"f.action({expression!r})" if _PLAIN_NAME.fullmatch(expression) else expression
     name = _python_name(_tool_name(expression))
     tree = ast.parse(body)
-    scan = _Scan()
-    for statement in tree.body:
-        scan.visit(statement)
+    scan = BodyScan.of(tree.body)
     if scan.awaits and scan.yields:
         body = _returns_to_respond(body, scan.returns)
     keyword = "async def" if scan.awaits else "def"
@@ -190,40 +189,6 @@ def _python_name(tool_name: str) -> str:
     from ..notebook.cell_compiler import python_name
 
     return python_name(tool_name)
-
-
-class _Scan(ast.NodeVisitor):
-    """Awaits, yields and valued returns in the body's own scope (nested functions and classes excluded)."""
-
-    def __init__(self) -> None:
-        self.awaits = self.yields = False
-        self.returns: list[ast.Return] = []
-
-    def visit_Await(self, node: ast.AST) -> None:
-        self.awaits = True
-        self.generic_visit(node)
-
-    visit_AsyncFor = visit_AsyncWith = visit_Await
-
-    def visit_comprehension(self, node: ast.comprehension) -> None:
-        self.awaits = self.awaits or bool(node.is_async)
-        self.generic_visit(node)
-
-    def visit_Yield(self, node: ast.AST) -> None:
-        self.yields = True
-        self.generic_visit(node)
-
-    visit_YieldFrom = visit_Yield
-
-    def visit_Return(self, node: ast.Return) -> None:
-        if node.value is not None:
-            self.returns.append(node)
-        self.generic_visit(node)
-
-    def _own_scope_only(self, node: ast.AST) -> None:
-        pass
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _own_scope_only
 
 
 def _returns_to_respond(body: str, returns: list[ast.Return]) -> str:

@@ -37,12 +37,25 @@ def fusion_names() -> dict[str, Any]:
     }
 
 
-class _Scan(ast.NodeVisitor):
-    """Finds awaits, yields and valued returns in the body's own scope (not nested defs)."""
+class BodyScan(ast.NodeVisitor):
+    """Awaits, yields and valued returns in a tool body's own scope (nested functions and classes excluded).
+
+    What decides a cell's handler kind (``async`` if it awaits, a generator if it yields) and
+    which ``return value`` statements become ``respond(value)``; ``fusion-nb export`` uses the
+    same rules, so an exported tool has the kind the cell had.
+    """
 
     def __init__(self) -> None:
         self.awaits = self.yields = False
         self.returns: list[ast.Return] = []
+
+    @classmethod
+    def of(cls, statements: list[ast.stmt]) -> BodyScan:
+        """Scan ``statements`` (a cell body's top level)."""
+        scan = cls()
+        for statement in statements:
+            scan.visit(statement)
+        return scan
 
     def visit_Await(self, node: ast.AST) -> None:
         self.awaits = True
@@ -51,8 +64,7 @@ class _Scan(ast.NodeVisitor):
     visit_AsyncFor = visit_AsyncWith = visit_Await
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
-        if node.is_async:
-            self.awaits = True
+        self.awaits = self.awaits or bool(node.is_async)
         self.generic_visit(node)
 
     def visit_Yield(self, node: ast.AST) -> None:
@@ -62,13 +74,14 @@ class _Scan(ast.NodeVisitor):
     visit_YieldFrom = visit_Yield
 
     def visit_Return(self, node: ast.Return) -> None:
-        self.returns.append(node)
+        if node.value is not None:
+            self.returns.append(node)
         self.generic_visit(node)
 
-    def _skip(self, node: ast.AST) -> None:
+    def _own_scope_only(self, node: ast.AST) -> None:
         pass
 
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _skip
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _own_scope_only
 
 
 class _ReturnToRespond(ast.NodeTransformer):
@@ -125,9 +138,7 @@ def compile_handler(
     docstring = ast.get_docstring(tree)
     if docstring is not None:
         statements = statements[1:]
-    scan = _Scan()
-    for stmt in statements:
-        scan.visit(stmt)
+    scan = BodyScan.of(statements)
     if scan.awaits and scan.yields:
         statements = [out for stmt in statements for out in _as_list(_ReturnToRespond().visit(stmt))]
     statements = statements or [ast.Pass(lineno=first_line, col_offset=0, end_lineno=first_line, end_col_offset=0)]

@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 import pytest
+from engine_helpers import assert_idle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -200,16 +201,7 @@ class Scenario:
             else:
                 assert result.value == index and self.finals[index] == ["done"], result
                 assert index in entered
-        stats = app.stats()
-        assert (
-            stats.active_calls,
-            stats.background_tasks,
-            stats.slots_active,
-            stats.slots_queued,
-            stats.threads_running,
-            stats.threads_abandoned,
-        ) == (0, 0, 0, 0, 0, 0), stats
-        assert app.active_calls == [] and app.idle
+        assert_idle(app)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from engine_helpers import assert_idle, fusion_tasks, until
 
 from fusion_nb import Fusion
 from fusion_nb.engine import (
@@ -41,51 +42,6 @@ pytestmark = pytest.mark.anyio
 KINDS = ("async", "async_gen", "sync", "sync_gen")
 MODES = ("detached", "inline")
 SECRET_PATH = "/srv/acme/secrets/db-credentials.ini"
-
-
-# -- helpers ---------------------------------------------------------------------------------
-
-
-async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Wait for a condition a worker thread (or the log) makes true; bounded, never a blind sleep."""
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.002)
-
-
-def fusion_tasks() -> list[str]:
-    """Names of the engine's tasks still alive (asyncio tasks or trio system tasks)."""
-    try:
-        return [task.get_name() for task in asyncio.all_tasks() if task.get_name().startswith("fusion-nb")]
-    except RuntimeError:
-        pass
-    import trio
-
-    root = trio.lowlevel.current_root_task()
-    found: list[str] = []
-    stack = [root] if root is not None else []
-    while stack:
-        task = stack.pop()
-        if task.name.startswith("fusion-nb"):
-            found.append(task.name)
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return found
-
-
-def assert_idle(app: Fusion) -> None:
-    """Nothing of any call remains (TEAM.md item 7)."""
-    assert app.active_calls == [], f"calls still live: {app.active_calls}"
-    stats = app.stats()
-    assert (
-        stats.active_calls,
-        stats.background_tasks,
-        stats.slots_active,
-        stats.slots_queued,
-        stats.threads_running,
-        stats.threads_abandoned,
-    ) == (0, 0, 0, 0, 0, 0), stats
-    assert app.idle, stats
 
 
 @pytest.fixture
