@@ -113,14 +113,9 @@ async def wait_healthy(port: int) -> None:
 
 @contextlib.asynccontextmanager
 async def client(url: str) -> AsyncIterator[Any]:
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    from fusion_nb.mcp import connect
 
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
-        Client(streamable_http_client(url, http_client=http)) as session,
-    ):
+    async with connect(url, TOKEN) as session:
         await session.list_tools()
         yield session
 

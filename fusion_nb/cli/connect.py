@@ -96,22 +96,18 @@ async def bridge(
     streams: Any = None,
 ) -> int:
     """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    from ..mcp import connect
 
-    headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
     server, relay = _bridge_server()
     try:
-        async with (
-            create_mcp_http_client(headers=headers) as http,
-            Client(
-                streamable_http_client(url, http_client=http),
-                mode=upstream_mode,
-                elicitation_callback=_forward_elicitation,
-                message_handler=relay.on_upstream_message,
-            ) as client,
-        ):
+        async with connect(
+            url,
+            token,
+            mode=upstream_mode,
+            headers=headers,
+            elicitation_callback=_forward_elicitation,
+            message_handler=relay.on_upstream_message,
+        ) as client:
             relay.client = client
             if streams is not None:
                 await server.run(*streams, server.create_initialization_options())
@@ -121,7 +117,7 @@ async def bridge(
                 async with stdio_server() as (read_stream, write_stream):
                     await server.run(read_stream, write_stream, server.create_initialization_options())
     except* Exception as group:
-        raise CliError(_upstream_failure(url, headers, group)) from None
+        raise CliError(_upstream_failure(url, _with_token(headers, token), group)) from None
     return 0
 
 
@@ -191,6 +187,11 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
         request_id = ctx.request_id
         return await ctx.session.elicit_url(params.message, params.url, elicitation_id, related_request_id=request_id)
     return await ctx.session.elicit_form(params.message, params.requested_schema, related_request_id=ctx.request_id)
+
+
+def _with_token(headers: dict[str, str] | None, token: str | None) -> dict[str, str]:
+    """The headers the bridge sends upstream (the probe below repeats the same request)."""
+    return {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
 
 
 def _upstream_failure(url: str, headers: dict[str, str] | None, group: BaseExceptionGroup[Exception]) -> str:

@@ -202,14 +202,22 @@ def _server_mode(*, json_response: bool, stateless: bool) -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def connect(url: str, token: str | None = None, *, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+async def connect(
+    url: str,
+    token: str | None = None,
+    *,
+    mode: str = "auto",
+    headers: Mapping[str, str] | None = None,
+    **options: Any,
+) -> AsyncIterator[Client]:
     """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
 
     ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
-    2026-07-28; ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The
-    HTTP client has the SDK's own defaults (30 s, 300 s reads for long streams).
+    2026-07-28; ``headers`` are sent with every request (the token's ``Authorization``
+    wins); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
+    client has the SDK's own defaults (30 s, 300 s reads for long streams).
     """
-    headers = {"Authorization": f"Bearer {token}"} if token else None
+    headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,

@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import httpx
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+
+from fusion_nb.mcp import connect
 
 HERE = Path(__file__).parent
 DATA = HERE / "data"
@@ -87,11 +87,8 @@ class Served:
 
     @contextlib.asynccontextmanager
     async def client(self, mode: str = "auto", url: str | None = None, **options) -> AsyncIterator[Client]:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        async with create_mcp_http_client(headers=headers) as http:
-            transport = streamable_http_client(url or self.url, http_client=http)
-            async with Client(transport, mode=mode, **options) as client:
-                yield client
+        async with connect(url or self.url, self.token, mode=mode, **options) as client:
+            yield client
 
     async def get(self, path_or_url: str) -> httpx.Response:
         url = path_or_url if "://" in path_or_url else self.url.removesuffix("/mcp") + path_or_url

@@ -8,6 +8,7 @@ touch point cannot slip in without its contract test.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import anyio
@@ -108,23 +109,40 @@ async def test_the_request_state_boundary_refuses_with_its_documented_shape():
 PRIVATE_ATTRIBUTES = {"_connection", "_request_outbound", "_inner", "_on_progress", "_unseal", "_seal_result"}
 
 
+def _sources() -> list[tuple[str, str]]:
+    """Every piece of Python the project ships or runs: the package (the engine never imports
+    the SDK, and its own privates share some of these names), tests, benchmarks, scripts and
+    the teaching notebooks' code cells."""
+    paths = [path for path in (REPO / "fusion_nb").rglob("*.py") if "engine" not in path.parts]
+    for folder in ("widgets", "tests", "benchmarks", "scripts"):
+        paths += [path for path in (REPO / folder).rglob("*.py") if "node_modules" not in path.parts]
+    sources = [(str(path.relative_to(REPO)), path.read_text()) for path in paths if path.name != "_sdk.py"]
+    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text())["cells"]
+        for number, cell in enumerate(cells, 1):
+            if cell["cell_type"] == "code":
+                code = "".join(cell["source"])
+                lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
+                sources.append((f"{notebook.relative_to(REPO)} cell {number}", "\n".join(lines)))
+    return sources
+
+
 def test_no_sdk_private_is_reached_outside_the_compat_module():
     offenders = []
-    # The engine never imports the SDK (its own privates share some of these names).
-    scanned = [REPO / "fusion_nb" / "__init__.py", *(REPO / "fusion_nb" / "mcp").rglob("*.py")]
-    scanned += [*(REPO / "fusion_nb" / "notebook").rglob("*.py"), *(REPO / "tests" / "mcp").rglob("*.py")]
-    scanned += [*(REPO / "tests" / "interop").rglob("*.py")]
-    for path in scanned:
-        if path.name in ("_sdk.py", Path(__file__).name):
+    for where, code in _sources():
+        if where.endswith(Path(__file__).name):
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:  # a %%fusion_tool cell body (top-level return/await): not plain Python
+            continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("mcp", "mcp_types"):
                 names = [*node.module.split("."), *(alias.name for alias in node.names)]
                 if any(part.startswith("_") and not part.startswith("__") for part in names):
-                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno} imports {node.module}")
+                    offenders.append(f"{where}:{node.lineno} imports {node.module}")
             elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES:
-                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} reads .{node.attr}")
+                offenders.append(f"{where}:{node.lineno} reads .{node.attr}")
             elif isinstance(node, ast.Constant) and node.value in PRIVATE_ATTRIBUTES:
-                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} names {node.value!r}")
+                offenders.append(f"{where}:{node.lineno} names {node.value!r}")
     assert offenders == [], "SDK privates outside fusion_nb/mcp/_sdk.py: " + "; ".join(offenders)
