@@ -9,7 +9,7 @@ from ._app import App, EngineStats, gating_calls
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
-from ._call import FINAL_STATUSES, Call, CallStatus
+from ._call import Call, CallStatus
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
 from ._context import Context
 from ._errors import (
@@ -47,7 +47,6 @@ __all__ = [
     "DEFER",
     "ELICITATION_ROUNDS_EXCEEDED",
     "ELICITATION_UNSUPPORTED",
-    "FINAL_STATUSES",
     "INTERNAL_ERROR",
     "INVALID_ANSWER",
     "INVALID_INPUT",

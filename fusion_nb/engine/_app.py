@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.metadata
 import itertools
 import logging
@@ -26,6 +27,13 @@ from ._threads import ThreadPool
 from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
+
+
+@functools.cache
+def _installed_version() -> str:
+    """The installed fusion-nb's version, read from its metadata once (not per app)."""
+    return importlib.metadata.version("fusion-nb")
+
 
 _call_gate: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
     "fusion_nb_call_gate", default=None
@@ -105,7 +113,7 @@ class App:
     ) -> None:
         self.name = name
         #: the version servers announce (default: the installed fusion-nb's)
-        self.version = version or importlib.metadata.version("fusion-nb")
+        self.version = version or _installed_version()
         self.instructions = instructions
         self.context_factory = context_factory
         self._grace = grace

@@ -39,9 +39,6 @@ class CallStatus(StrEnum):
     TIMED_OUT = "timed out"
 
 
-FINAL_STATUSES = frozenset({CallStatus.DONE, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.TIMED_OUT})
-
-
 class Driver(Protocol):
     """What a call needs from whoever runs it (its runner)."""
 
