@@ -405,4 +405,5 @@ async def test_wait_stopped_tells_when_an_aborted_body_has_really_stopped(app):
     never = app.start("slow_cleanup", inline=True)  # never awaited: it never ran
     never.cancel()
     await never.wait_stopped()
-    assert app.stats().idle or await app.wait_background(5)
+    assert await app.wait_background(5)
+    assert app.stats().idle
