@@ -21,7 +21,6 @@ from ._interactive import CANCEL, InputRequest, InputResponse, Rounds, restore
 from ._middleware import Middleware
 from ._result import CallResult
 from ._runner import Runner, RunSettings, ToolPlan
-from ._schema import validate_input
 from ._streaming import ProgressEvent
 from ._threads import ThreadPool
 from ._tool import Tool
@@ -254,44 +253,10 @@ class App:
         transport's own input channel. ``resume`` is a continuation from an earlier
         input-required result and ``response`` the client's answer to its request.
         """
-        gate = _call_gate.get()
-        if gate is not None:
-            gate(name)
-        call_id = str(next(self._ids))
-        plan = self._plans.get(name)
-        if plan is None:
-            return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
-        tool = plan.tool
-        rounds: Rounds | None = None
-        resumed = None
-        try:
-            value = validate_input(name, tool.input_model, args)
-            if resume is not None:
-                rounds, pending = restore(tool.name, args, resume)
-                resumed = (pending, as_response(pending, response) or InputResponse(CANCEL))
-            state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
-        except ToolError as error:
-            return Call.failed(call_id, tool, name, error, args)
-        except Exception as exc:  # a context factory (or answer) that fails is the host's bug
-            error_id = new_error_id()
-            log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
-            return Call.failed(call_id, tool, name, internal_error(name, exc, error_id), args)
-        if answers is not None:
-            channel = ScriptedAnswers(answers)
-        runner = Runner(
-            call_id,
-            plan,
-            self._settings(),
-            app=self,
-            args=args,
-            value=value,
-            state=state,
-            channel=channel if channel is not None else self.input_channel,
-            rounds=rounds,
-            resume=resumed,
-            on_progress=on_progress,
-        )
-        if inline and tool.timeout is None and not tool.runs_in_thread:
+        runner = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
+        if isinstance(runner, Call):
+            return runner
+        if inline and runner.plan.inline_ok:
             runner.defer_inline()
         else:
             runner.start_detached()
@@ -311,18 +276,63 @@ class App:
         inline: bool = False,
     ) -> CallResult:
         """Run a call to its result; cancelling the awaiting task aborts it (options: see ``start``)."""
-        call = self.start(
-            name,
+        runner = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
+        if isinstance(runner, Call):
+            return await runner.wait()
+        if inline and runner.plan.inline_ok:
+            runner.defer_inline()  # awaited at once: it never sits unawaited
+        else:
+            runner.start_detached()
+        return await runner.call.wait()
+
+    def _prepare(
+        self,
+        name: str,
+        args: Mapping[str, Any] | None,
+        on_progress: Callable[[ProgressEvent], None] | None,
+        request_info: Any,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None,
+        channel: InputChannel | None,
+        resume: Mapping[str, Any] | None,
+        response: Any,
+    ) -> Runner | Call:
+        """The runner of a new call, or the call already settled FAILED when it cannot start."""
+        gate = _call_gate.get()
+        if gate is not None:
+            gate(name)
+        call_id = str(next(self._ids))
+        plan = self._plans.get(name)
+        if plan is None:
+            return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
+        rounds: Rounds | None = None
+        resumed = None
+        try:
+            value = plan.validate(args)
+            if resume is not None:
+                rounds, pending = restore(name, args, resume)
+                resumed = (pending, as_response(pending, response) or InputResponse(CANCEL))
+            state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
+        except ToolError as error:
+            return Call.failed(call_id, plan.tool, name, error, args)
+        except Exception as exc:  # a context factory (or answer) that fails is the host's bug
+            error_id = new_error_id()
+            log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
+            return Call.failed(call_id, plan.tool, name, internal_error(name, exc, error_id), args)
+        if answers is not None:
+            channel = ScriptedAnswers(answers)
+        return Runner(
+            call_id,
+            plan,
+            self._run_settings or self._settings(),
+            self,
             args,
-            on_progress=on_progress,
-            answers=answers,
-            request_info=request_info,
-            channel=channel,
-            resume=resume,
-            response=response,
-            inline=inline,
+            value,
+            state,
+            channel if channel is not None else self.input_channel,
+            rounds,
+            resumed,
+            on_progress,
         )
-        return await call.wait()
 
     def _settings(self) -> RunSettings:
         settings = self._run_settings
@@ -335,12 +345,13 @@ class App:
             max_rounds=self.max_rounds,
             register=self._register_call,
             forget=self._forget_call,
-            announce=self._announce_call,
         )
         return settings
 
     def _register_call(self, call: Call) -> None:
         self._calls[call.id] = call
+        if self._call_listeners:
+            self._announce_call(call)
 
     def _forget_call(self, call: Call) -> None:
         self._calls.pop(call.id, None)

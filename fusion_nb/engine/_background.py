@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -28,6 +28,30 @@ def on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+class Event(Protocol):
+    """What the engine needs of an event: set once, checked, awaited."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> Any: ...
+
+
+def new_event() -> Event:
+    """An event of the running backend: asyncio's own on asyncio, anyio's on trio.
+
+    Every waited call makes one, so the cost matters: ``anyio.Event()`` on asyncio
+    costs about 2 µs (it looks the backend up each time), ``asyncio.Event()`` about
+    0.25 µs. Cancelling a waiter works the same (anyio cancels asyncio tasks natively).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.Event()
+    return asyncio.Event()
 
 
 def is_cancellation(exc: BaseException) -> bool:
@@ -52,15 +76,20 @@ def is_foreign_cancellation(exc: BaseException) -> bool:
 
 
 class Detached:
-    """Handle of one detached task: ``cancel()`` it, see whether it is ``done``."""
+    """Handle of one detached task: ``cancel()`` it, see whether it is ``done``.
 
-    __slots__ = ("_on_done", "_scope", "_task", "done")
+    When it finishes it leaves ``members`` (the set that counts it, if any) and runs
+    ``on_done``; one object per task, no closures.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_members", "_on_done", "_scope", "_task", "done")
+
+    def __init__(self, on_done: Callable[[], None] | None = None, members: Workers | None = None) -> None:
         self._task: Any = None
         self._scope: Any = None
         self.done = False
-        self._on_done: Callable[[], None] | None = None
+        self._on_done = on_done
+        self._members = members
 
     def cancel(self) -> None:
         """Cancel the task once, the backend's way (it may still clean up)."""
@@ -76,25 +105,35 @@ class Detached:
 
     def _finish(self) -> None:
         self.done = True
-        on_done, self._on_done = self._on_done, None  # (its closure refers back to this handle)
+        on_done, self._on_done = self._on_done, None  # (it may refer back to this handle)
+        members, self._members = self._members, None
+        if members is not None:
+            members.left(self)
         if on_done is not None:
             on_done()
+        if members is not None:
+            members.check_idle()
 
 
-def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None) -> Detached:
+def spawn(
+    fn: Callable[[], Coroutine[Any, Any, Any]],
+    *,
+    name: str,
+    on_done: Callable[[], None] | None = None,
+    guarded: bool = True,
+    handle: Detached | None = None,
+) -> Detached:
     """Run ``fn()`` detached in a copy of the current context.
 
-    ``fn`` must handle its own errors; anything escaping is logged, never raised.
+    Anything escaping ``fn`` is logged, never raised (``guarded=False``: ``fn``
+    promises to let nothing but cancellation escape, and saves the guard's frame).
     ``on_done`` runs on the loop once the task has finished, whatever the outcome.
     """
-    handle = Detached()
-    handle._on_done = on_done
-    if on_asyncio():
-        # A task cancelled before its first step never runs its body, so the done
-        # callback (not a ``finally``) is what reliably marks it finished.
-        task = handle._task = asyncio.get_running_loop().create_task(_guarded(fn, name), name=name)
-        task.add_done_callback(handle._finished_task)
-    else:
+    if handle is None:
+        handle = Detached(on_done)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio
         import trio
 
         scope = handle._scope = trio.CancelScope()
@@ -107,6 +146,11 @@ def spawn(fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], 
                 handle._finish()
 
         trio.lowlevel.spawn_system_task(in_scope, name=name, context=contextvars.copy_context())
+        return handle
+    # A task cancelled before its first step never runs its body, so the done
+    # callback (not a ``finally``) is what reliably marks it finished.
+    task = handle._task = loop.create_task(_guarded(fn, name) if guarded else fn(), name=name)
+    task.add_done_callback(handle._finished_task)
     return handle
 
 
@@ -136,22 +180,26 @@ class Workers:
         return len(self._tasks)
 
     def spawn(
-        self, fn: Callable[[], Awaitable[Any]], *, name: str, on_done: Callable[[], None] | None = None
+        self,
+        fn: Callable[[], Coroutine[Any, Any, Any]],
+        *,
+        name: str,
+        on_done: Callable[[], None] | None = None,
+        guarded: bool = True,
     ) -> Detached:
         """Start ``fn`` detached (see ``spawn``); it is counted until it has finished."""
-        handle: Detached
+        handle = Detached(on_done, self)
+        self._tasks.add(handle)
+        return spawn(fn, name=name, guarded=guarded, handle=handle)
 
-        def finished() -> None:
-            self._tasks.discard(handle)
-            if on_done is not None:
-                on_done()
-            if not self._tasks and self._idle is not None:
-                self._idle.set()
+    def left(self, handle: Detached) -> None:
+        """``handle``'s task has finished: it no longer counts."""
+        self._tasks.discard(handle)
 
-        handle = spawn(fn, name=name, on_done=finished)
-        if not handle.done:
-            self._tasks.add(handle)
-        return handle
+    def check_idle(self) -> None:
+        """Wake the idle waiters if nothing runs any more."""
+        if not self._tasks and self._idle is not None:
+            self._idle.set()
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no detached task runs; False on timeout. Any number of waiters may wait."""

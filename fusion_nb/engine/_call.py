@@ -13,8 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
+from ._background import Event, new_event
 from ._errors import CANCELLED, TIMEOUT, ToolError, abort_error
 from ._interactive import InputRequest
 from ._result import CallResult
@@ -37,6 +36,12 @@ class CallStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed out"
+
+
+# The members as plain module constants: reading ``CallStatus.X`` costs ~0.1 µs on 3.11.
+QUEUED, RUNNING, WAITING = CallStatus.QUEUED, CallStatus.RUNNING, CallStatus.WAITING
+DONE, FAILED = CallStatus.DONE, CallStatus.FAILED
+CANCELLED_STATUS, TIMED_OUT = CallStatus.CANCELLED, CallStatus.TIMED_OUT
 
 
 class Driver(Protocol):
@@ -83,7 +88,6 @@ class Call:
         self,
         call_id: str,
         tool: Tool | None,
-        *,
         tool_name: str | None = None,
         arguments: Any = None,
         driver: Driver | None = None,
@@ -100,7 +104,7 @@ class Call:
         self.signal = AbortSignal((call_id, self.tool_name))
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
-        self.status = CallStatus.QUEUED if result is None else CallStatus.FAILED
+        self.status = QUEUED if result is None else FAILED
         self.progress: ProgressEvent | None = None
         self.result: CallResult | None = result
         #: the input request being answered right now (views render it)
@@ -109,10 +113,10 @@ class Call:
         self._on_progress = on_progress
         self._on_settle = on_settle
         self._listeners: list[Callable[[Call], None]] = []
-        self._settled: anyio.Event | None = None  # made when somebody waits
+        self._settled: Event | None = None  # made when somebody waits
         #: whether the handler has really stopped (cleanup included); a call answers before that
         self.body_stopped = result is not None
-        self._stopped: anyio.Event | None = None
+        self._stopped: Event | None = None
         self._last_percent = -1.0
 
     @classmethod
@@ -177,7 +181,8 @@ class Call:
                 self._on_settle(self)
             except Exception:
                 log.exception("fusion-nb: settling call %s (tool %s) failed", self.id, self.tool_name)
-        self._notify()
+        if self._listeners:
+            self._notify()
         return True
 
     def mark_stopped(self) -> None:
@@ -193,7 +198,7 @@ class Call:
         """
         if not self.body_stopped:
             if self._stopped is None:
-                self._stopped = anyio.Event()
+                self._stopped = new_event()
             await self._stopped.wait()
 
     # -- waiting and aborting ----------------------------------------------------------
@@ -206,7 +211,7 @@ class Call:
                     await driver.run_inline()
                 if self.result is None:
                     if self._settled is None:
-                        self._settled = anyio.Event()
+                        self._settled = new_event()
                     await self._settled.wait()
             except BaseException:
                 self.cancel(CANCELLED)
@@ -226,7 +231,7 @@ class Call:
         driver = self._driver
         self.signal.abort(reason)
         timeout = self.tool.timeout if self.tool is not None else None
-        status = CallStatus.TIMED_OUT if reason == TIMEOUT else CallStatus.CANCELLED
+        status = TIMED_OUT if reason == TIMEOUT else CANCELLED_STATUS
         self.settle(CallResult.failure(abort_error(self.tool_name, reason, timeout)), status)
         if driver is not None:
             driver.abort()

@@ -31,6 +31,8 @@ def text(value: str) -> dict[str, Any]:
 
 def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Return ``(content, structured_content)`` for a response value."""
+    if type(value) is str:  # the common answer first
+        return [{"type": "text", "text": value}], None
     if value is None:
         return [], None
     if isinstance(value, str):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from ._background import Detached, Workers, is_cancellation, is_foreign_cancellation, on_asyncio
-from ._call import Call, CallStatus
+from ._background import Detached, Event, Workers, is_cancellation, is_foreign_cancellation, new_event
+from ._call import DONE, FAILED, RUNNING, WAITING, Call, CallStatus
 from ._channel import DEFER, InputChannel
 from ._context import Context
 from ._errors import INTERNAL_ERROR, TIMEOUT, Aborted, ToolError, internal_error, new_error_id, no_way_to_ask
@@ -38,6 +38,7 @@ from ._interactive import (
 from ._middleware import Middleware, Stage, compose
 from ._present import present
 from ._result import CallResult
+from ._schema import input_validator
 from ._slots import Slots
 from ._streaming import ProgressEvent
 from ._threads import ThreadPool
@@ -54,23 +55,49 @@ current_runner: contextvars.ContextVar[Runner] = contextvars.ContextVar("fusion_
 
 
 class ToolPlan:
-    """How an app runs one registered tool: its composed chain and its limits.
+    """How an app runs one registered tool: its validator, its composed chain and its limits.
 
     The limits (concurrency slots, mutation serializer) live as long as the
     registration; ``compose`` rebuilds the chain when the app's middleware changes.
+    ``direct`` is the handler itself when nothing stands between the runner and it (an
+    async function, no middleware, no serializer): the runner then awaits it without
+    a stage frame, the common case made cheap.
     """
 
-    __slots__ = ("chain", "serializer", "slots", "tool")
+    __slots__ = (
+        "chain",
+        "direct",
+        "inline_ok",
+        "needs_runner",
+        "serializer",
+        "slots",
+        "task_name",
+        "threaded",
+        "tool",
+        "validate",
+    )
 
     def __init__(self, tool: Tool, app_middleware: Iterable[Middleware]) -> None:
         self.tool = tool
+        self.validate = input_validator(tool.name, tool.input_model)
+        self.task_name = f"fusion-nb call {tool.name}"
         self.slots = Slots(tool.name, *tool.concurrency) if tool.concurrency else None
         self.serializer = Slots(tool.name, 1, None) if tool.verb == "mutation" else None
-        self.chain: Stage = compose([*app_middleware, *tool.middleware], handler_stage(tool, self.serializer))
+        #: whether the innermost stage reads ``current_runner`` (threads, generators, the serializer)
+        self.needs_runner = self.serializer is not None or tool.kind != "async"
+        #: whether the body runs in a thread (admitted by the app's thread pool)
+        self.threaded = tool.runs_in_thread
+        #: whether a call may run in the task that awaits it (a timeout or a thread needs a worker)
+        self.inline_ok = tool.timeout is None and not self.threaded
+        self.compose(app_middleware)
 
     def compose(self, app_middleware: Iterable[Middleware]) -> None:
         """Rebuild the chain: the app's middleware (outermost), the tool's, the handler stage."""
-        self.chain = compose([*app_middleware, *self.tool.middleware], handler_stage(self.tool, self.serializer))
+        middleware = [*app_middleware, *self.tool.middleware]
+        self.chain: Stage = compose(middleware, handler_stage(self.tool, self.serializer))
+        self.direct: Callable[[Any, Context], Awaitable[Any]] | None = (
+            self.tool.handler if not middleware and not self.needs_runner else None
+        )
 
     @property
     def limits(self) -> tuple[Slots, ...]:
@@ -109,9 +136,8 @@ class RunSettings:
     threads: ThreadPool
     grace: float
     max_rounds: int
-    register: Callable[[Call], None]
+    register: Callable[[Call], None]  # (also tells the app's ``on_call`` listeners)
     forget: Callable[[Call], None]
-    announce: Callable[[Call], None]
 
 
 class Deferred(Exception):
@@ -148,7 +174,6 @@ class Runner:
         call_id: str,
         plan: ToolPlan,
         settings: RunSettings,
-        *,
         app: App,
         args: Any,
         value: Any,
@@ -160,9 +185,7 @@ class Runner:
     ) -> None:
         self.plan = plan
         self.settings = settings
-        self.call = Call(
-            call_id, plan.tool, arguments=args, driver=self, on_progress=on_progress, on_settle=settings.forget
-        )
+        self.call = Call(call_id, plan.tool, None, args, self, on_progress, settings.forget)
         self.ctx = Context(self.call.id, plan.tool, app, self.call.signal, state, value)
         self.args = args
         self.channel = channel
@@ -170,9 +193,9 @@ class Runner:
         self.resume = resume
         self.pending_inline = False
         self._held: list[Slots] = []
-        self._turn: tuple[Slots, anyio.Event] | None = None
+        self._turn: tuple[Slots, Event] | None = None
         self._worker: Detached | None = None
-        self._worker_done: anyio.Event | None = None
+        self._worker_done: Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._inline_task: asyncio.Task[Any] | None = None
         self._inline_cancelled = False
@@ -180,29 +203,32 @@ class Runner:
     # -- starting ----------------------------------------------------------------------
     def _begin(self) -> bool:
         """Take a slot or a queue place (in call order), register and announce the call."""
-        tool, call = self.plan.tool, self.call
+        plan, call = self.plan, self.call
         try:
-            if tool.runs_in_thread:
-                self.settings.threads.admit(tool.name)
-            if self.plan.slots is not None:
-                turn = self.plan.slots.reserve()
+            if plan.threaded:
+                self.settings.threads.admit(plan.tool.name)
+            if plan.slots is not None:
+                turn = plan.slots.reserve()
                 if turn is None:
-                    self._held.append(self.plan.slots)
+                    self._held.append(plan.slots)
                 else:
-                    self._turn = (self.plan.slots, turn)
+                    self._turn = (plan.slots, turn)
         except ToolError as error:
-            call.settle(CallResult.failure(error), CallStatus.FAILED)
+            call.settle(CallResult.failure(error), FAILED)
             call.mark_stopped()
             return False
         self.settings.register(call)
-        self.settings.announce(call)
         return True
 
     def start_detached(self) -> None:
-        """Run the call in a task of its own."""
+        """Run the call in a task of its own (with its timer, when the tool has a timeout)."""
         if self._begin():
+            timed = self.plan.tool.timeout is not None
             self._worker = self.settings.workers.spawn(
-                self._work, name=f"fusion-nb call {self.plan.tool.name}", on_done=self._worker_finished
+                self._timed_work if timed else self._work,
+                name=self.plan.task_name,
+                on_done=self._worker_finished,
+                guarded=timed,  # ``_work`` lets nothing but cancellation escape; a task group might
             )
 
     def defer_inline(self) -> None:
@@ -217,20 +243,22 @@ class Runner:
         cancels the pipeline; the answer then follows the handler's unwinding.
         """
         self.pending_inline = False
-        if self.call.settled:
+        if self.call.result is not None:
             self.call.mark_stopped()  # aborted before it ever ran
             return
         if not self._begin():
             return
         try:
-            if not on_asyncio():
+            try:
+                task = asyncio.current_task()
+            except RuntimeError:  # no asyncio loop: trio
                 with anyio.CancelScope() as scope:
                     self._scope = scope
                     await self._work()
                 return
             # asyncio: one native cancel (as for detached calls), taken back before it leaves
-            task = self._inline_task = asyncio.current_task()
             assert task is not None
+            self._inline_task = task
             try:
                 await self._work()
             except asyncio.CancelledError:
@@ -243,7 +271,8 @@ class Runner:
                     task.uncancel()
         finally:
             self._scope = None
-            self._release_all()
+            if self._held or self._turn is not None:
+                self._release_all()
             self.call.mark_stopped()
 
     # -- aborting ------------------------------------------------------------------------
@@ -263,7 +292,7 @@ class Runner:
         worker = self._worker
         if worker is not None and not worker.done:
             worker.cancel()
-            self._worker_done = anyio.Event()
+            self._worker_done = new_event()
             self.settings.workers.spawn(self._watch_cleanup, name=f"fusion-nb cleanup watch {self.plan.tool.name}")
 
     async def _watch_cleanup(self) -> None:
@@ -313,16 +342,65 @@ class Runner:
         return self.settings.threads.run(func, self.plan.tool.name, self.call.signal)
 
     # -- the pipeline ------------------------------------------------------------------
+    async def _timed_work(self) -> None:
+        """``_work`` with the tool's timer beside it (the timer aborts the call with TIMEOUT)."""
+        timeout = self.plan.tool.timeout
+        assert timeout is not None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._timer, timeout)
+            try:
+                await self._work()
+            finally:
+                group.cancel_scope.cancel()
+
     async def _work(self) -> None:
-        call, tool = self.call, self.plan.tool
+        """Queue, rounds of the chain, presenting, settling: one frame for the whole call.
+
+        Whatever the handler raises, the call settles here (or was settled by its abort).
+        """
+        call, plan = self.call, self.plan
+        tool = plan.tool
         try:
-            if tool.timeout is None:
-                value = await self._pipeline()
-            else:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._timer, tool.timeout)
-                    value = await self._pipeline()
-                    group.cancel_scope.cancel()
+            queued = self._turn
+            if queued is not None:
+                await queued[1].wait()
+                if self._turn is not queued:  # aborted as the slot arrived; abort() passed it on
+                    raise Aborted("cancelled")
+                self._turn = None
+                self._held.append(queued[0])
+            call.mark(RUNNING)
+            ctx, chain, direct, rounds = self.ctx, plan.chain, plan.direct, self.rounds
+            runner_token = current_runner.set(self) if plan.needs_runner else None
+            # this call's answers (none: also for a call nested in one that has some)
+            rounds_token = (
+                current_rounds.set(rounds) if rounds is not None or current_rounds.get() is not None else None
+            )
+            try:
+                if self.resume is not None:
+                    request, response = self.resume
+                    assert rounds is not None  # a resumed call always carries its rounds
+                    rounds.record(request, checked_answer(tool.name, request, response, False))
+                while True:
+                    if direct is not None:
+                        if ctx.signal.aborted:
+                            ctx.signal.raise_if_aborted()
+                        value = await direct(ctx.input, ctx)
+                    else:
+                        value = await chain(ctx)
+                    if type(value) is not InputRequest:
+                        break
+                    if rounds is None:  # the first input request of this call: from now on it has answers
+                        rounds = self.rounds = Rounds()
+                        if rounds_token is None:
+                            rounds_token = current_rounds.set(rounds)
+                        else:
+                            current_rounds.set(rounds)
+                    rounds.record(value, await self._collect(value, rounds))
+            finally:
+                if rounds_token is not None:
+                    current_rounds.reset(rounds_token)
+                if runner_token is not None:
+                    current_runner.reset(runner_token)
             if tool.presenter is not None:
                 value = tool.presenter(value)
             result = self._present(value)
@@ -343,8 +421,9 @@ class Runner:
                     )
                 return
             result = self._crashed(exc)
-        self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, CallStatus.FAILED if result.is_error else CallStatus.DONE)
+        if self._held or self._turn is not None:
+            self._release_all()  # the body has stopped: the next caller finds its slot free
+        call.settle(result, FAILED if result.is_error else DONE)
 
     def _crashed(self, exc: BaseException) -> CallResult:
         """An unexpected exception: logged with an id; the client gets the class and the id."""
@@ -366,35 +445,6 @@ class Runner:
         await anyio.sleep(seconds)
         self.call.cancel(TIMEOUT)
 
-    async def _pipeline(self) -> Any:
-        queued = self._turn
-        if queued is not None:
-            await queued[1].wait()
-            if self._turn is not queued:  # aborted as the slot arrived; abort() passed it on
-                raise Aborted("cancelled")
-            self._turn = None
-            self._held.append(queued[0])
-        self.call.mark(CallStatus.RUNNING)
-        rounds, ctx, chain = self.rounds, self.ctx, self.plan.chain
-        runner_token = current_runner.set(self)
-        rounds_token = current_rounds.set(rounds)  # this call's answers, also for a call nested in another
-        try:
-            if self.resume is not None:
-                request, response = self.resume
-                assert rounds is not None  # a resumed call always carries its rounds
-                rounds.record(request, checked_answer(self.plan.tool.name, request, response, False))
-            while True:
-                value = await chain(ctx)
-                if type(value) is not InputRequest:
-                    return value
-                if rounds is None:  # the first input request of this call: from now on it has answers
-                    rounds = self.rounds = Rounds()
-                    current_rounds.set(rounds)
-                rounds.record(value, await self._collect(value, rounds))
-        finally:
-            current_rounds.reset(rounds_token)
-            current_runner.reset(runner_token)
-
     async def _collect(self, request: InputRequest, rounds: Rounds) -> InputResponse:
         """Ask the channel for the answers, re-asking invalid ones where it can."""
         tool, call, channel = self.plan.tool, self.call, self.channel
@@ -404,9 +454,9 @@ class Runner:
             rounds.round += 1
             if rounds.round > limit:
                 raise too_many_rounds(tool.name, limit)
-            call.mark(CallStatus.WAITING, request)
+            call.mark(WAITING, request)
             response = await channel.ask(InputQuestion(request, tool.name, call.id, call.signal, problems))
-            call.mark(CallStatus.RUNNING)
+            call.mark(RUNNING)
             if response is None:
                 raise no_way_to_ask(tool.name, request.message)
             if response is DEFER:
@@ -433,4 +483,4 @@ class Runner:
                     recovery="This is a bug in the tool; report it to its author.",
                 ) from None
         content, structured = present(value)
-        return CallResult(value=value, content=content, structured_content=structured)
+        return CallResult(value, content, structured)

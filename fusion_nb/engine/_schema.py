@@ -22,7 +22,7 @@ import reprlib
 import types
 import typing
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import pydantic
@@ -106,29 +106,39 @@ def input_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def validate_input(tool_name: str, model: type[BaseModel], args: Any) -> BaseModel:
-    """Validate ``args`` or raise ``INVALID_INPUT`` naming the bad fields in one bounded sentence."""
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        raise ToolError(
-            INVALID_INPUT,
-            f'Invalid input for tool "{_clip(tool_name, 80)}": expected an object of named arguments, '
-            f"got {_shown(args)}.",
-            recovery="Send the arguments as a JSON object.",
-        )
-    try:
-        value = model.model_validate(args)
-    except pydantic.ValidationError as exc:
-        errors = exc.errors(include_url=False)[:_MAX_ERRORS_READ]
-        problems = describe_problems(errors, model)
-        unread = max(0, exc.error_count() - len(errors))
-        raise invalid_input(tool_name, problems, unread) from None
-    if _needs_finite_walk(model):
-        problems = [f'field "{_path(loc)}" expected {_FINITE}, got {_shown(bad)}' for loc, bad in _non_finite(value)]
-        if problems:
-            raise invalid_input(tool_name, problems, 0)
-    return value
+def input_validator(tool_name: str, model: type[BaseModel]) -> Callable[[Any], BaseModel]:
+    """The function that validates one tool's arguments (built once per registration, run per call).
+
+    Whether the model needs the non-finite walk is decided here, once, so a call pays
+    only for pydantic's own validation.
+    """
+    validate = model.__pydantic_validator__.validate_python  # (what ``model_validate`` calls, one frame less)
+    walk = _needs_finite_walk(model)
+
+    def validated(args: Any) -> BaseModel:
+        if args is None:
+            args = {}
+        elif not isinstance(args, dict):
+            raise ToolError(
+                INVALID_INPUT,
+                f'Invalid input for tool "{_clip(tool_name, 80)}": expected an object of named arguments, '
+                f"got {_shown(args)}.",
+                recovery="Send the arguments as a JSON object.",
+            )
+        try:
+            value: BaseModel = validate(args)
+        except pydantic.ValidationError as exc:
+            errors = exc.errors(include_url=False)[:_MAX_ERRORS_READ]
+            problems = describe_problems(errors, model)
+            unread = max(0, exc.error_count() - len(errors))
+            raise invalid_input(tool_name, problems, unread) from None
+        if walk:
+            bad = [f'field "{_path(loc)}" expected {_FINITE}, got {_shown(sent)}' for loc, sent in _non_finite(value)]
+            if bad:
+                raise invalid_input(tool_name, bad, 0)
+        return value
+
+    return validated
 
 
 def invalid_input(tool_name: str, problems: list[str], unread: int = 0) -> ToolError:

@@ -6,8 +6,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import anyio
-
+from ._background import Event, new_event
 from ._errors import Aborted
 
 log = logging.getLogger("fusion_nb")
@@ -28,8 +27,8 @@ class AbortSignal:
         self.aborted = False
         self.reason: str | None = None
         self._owner = owner  # (call id, tool name), formatted only when a log record needs it
-        self._event: anyio.Event | None = None
-        self._callbacks: list[Callable[[str], None]] = []
+        self._event: Event | None = None
+        self._callbacks: list[Callable[[str], None]] | None = None  # made by the first ``on_abort``
 
     def abort(self, reason: str) -> bool:
         """Abort with ``reason`` (an error code); returns False if already aborted."""
@@ -39,9 +38,10 @@ class AbortSignal:
         self.reason = reason
         if self._event is not None:
             self._event.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            self._run(callback, reason)
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                self._run(callback, reason)
         return True
 
     def on_abort(self, callback: Callable[[str], None]) -> Callable[[], None]:
@@ -49,11 +49,14 @@ class AbortSignal:
         if self.aborted:
             self._run(callback, self.reason or "")
             return _noop
+        if self._callbacks is None:
+            self._callbacks = []
         self._callbacks.append(callback)
 
         def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._callbacks.remove(callback)
+            if self._callbacks is not None:
+                with contextlib.suppress(ValueError):
+                    self._callbacks.remove(callback)
 
         return remove
 
@@ -75,7 +78,7 @@ class AbortSignal:
         """Wait until aborted; returns the reason."""
         if not self.aborted:
             if self._event is None:
-                self._event = anyio.Event()
+                self._event = new_event()
             await self._event.wait()
         return self.reason or ""
 

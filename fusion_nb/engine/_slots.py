@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-import anyio
-
+from ._background import Event, new_event
 from ._errors import server_busy
 
 
@@ -30,14 +29,14 @@ class Slots:
         self.max_active = max_active
         self.max_queue = max_queue
         self.active = 0
-        self.waiters: deque[anyio.Event] = deque()
+        self.waiters: deque[Event] = deque()
 
     @property
     def queued(self) -> int:
         """How many wait for a slot."""
         return len(self.waiters)
 
-    def reserve(self) -> anyio.Event | None:
+    def reserve(self) -> Event | None:
         """Take a slot now (``None``) or a place in the queue (an event set on our turn).
 
         Synchronous, so calls queue in the order they were made on every backend;
@@ -48,11 +47,11 @@ class Slots:
             return None
         if self.max_queue is not None and len(self.waiters) >= self.max_queue:
             raise server_busy(self.name, self.active, len(self.waiters))
-        turn = anyio.Event()
+        turn = new_event()
         self.waiters.append(turn)
         return turn
 
-    def leave(self, turn: anyio.Event) -> None:
+    def leave(self, turn: Event) -> None:
         """Give up a reserved place; a slot that already reached us is passed on."""
         if turn.is_set():
             self.release()
