@@ -150,24 +150,15 @@ class Deferred(Exception):
 class Runner:
     """Drives one call (see the module docstring); owns the call's slots and its worker."""
 
-    __slots__ = (
-        "_held",
-        "_inline_cancelled",
-        "_inline_task",
-        "_scope",
-        "_turn",
-        "_worker",
-        "_worker_done",
-        "args",
-        "call",
-        "channel",
-        "ctx",
-        "pending_inline",
-        "plan",
-        "resume",
-        "rounds",
-        "settings",
-    )
+    # No __slots__: what most calls never use stays a class-level default instead of
+    # being set on every runner (a call's set-up cost is the engine's per-call cost).
+    pending_inline = False
+    _turn: tuple[Slots, Event] | None = None
+    _worker: Detached | None = None
+    _worker_done: Event | None = None
+    _scope: anyio.CancelScope | None = None
+    _inline_task: asyncio.Task[Any] | None = None
+    _inline_cancelled = False
 
     def __init__(
         self,
@@ -185,20 +176,13 @@ class Runner:
     ) -> None:
         self.plan = plan
         self.settings = settings
-        self.call = Call(call_id, plan.tool, None, args, self, on_progress, settings.forget)
-        self.ctx = Context(self.call.id, plan.tool, app, self.call.signal, state, value)
+        call = self.call = Call(call_id, plan.tool, None, args, self, on_progress, settings.forget)
+        self.ctx = Context(call_id, plan.tool, app, call.signal, state, value)
         self.args = args
         self.channel = channel
         self.rounds = rounds
         self.resume = resume
-        self.pending_inline = False
         self._held: list[Slots] = []
-        self._turn: tuple[Slots, Event] | None = None
-        self._worker: Detached | None = None
-        self._worker_done: Event | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._inline_task: asyncio.Task[Any] | None = None
-        self._inline_cancelled = False
 
     # -- starting ----------------------------------------------------------------------
     def _begin(self) -> bool:
