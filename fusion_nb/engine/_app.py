@@ -127,7 +127,7 @@ class App:
         self._calls: dict[str, Call] = {}
         self._workers = Workers()
         self._threads = ThreadPool(max_abandoned_threads)
-        self._ids = itertools.count(1)
+        self._ids = map(str, itertools.count(1))  # call ids "1", "2", ...: made as strings
         self._registry_listeners: list[Callable[[], None]] = []
         self._call_listeners: list[Callable[[Call], None]] = []
 
@@ -300,7 +300,7 @@ class App:
         gate = _call_gate.get()
         if gate is not None:
             gate(name)
-        call_id = str(next(self._ids))
+        call_id = next(self._ids)
         plan = self._plans.get(name)
         if plan is None:
             return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
