@@ -4,11 +4,20 @@
 
 Two tools: ``cpu`` burns about 5 ms of pure Python per call (the GIL is the limit, so a
 second process should help) and ``trivial`` returns at once (the protocol is the cost).
-Every client replays, in a loop on its own keep-alive connection, the exact 2026-07-28
-``tools/call`` request the SDK's ``mcp.Client`` sent once (captured), so the load
-generator stays cheap; it shares the machine all the same, and its CPU use is reported
-next to the rate. Also measured: ``fusion-nb serve`` on notebook 01 over stdio, from process start
-to the first answered call (target < 2 s).
+
+1 worker: the clients talk to one worker directly. 2 workers: the clients talk to nginx
+(Debian's, with the shipped ``deploy/nginx/fusion-nb.conf``), which balances over both.
+Same load generator, same tool, same client count, same run.
+
+The load generator (``RawClients``): every client replays, on its own keep-alive HTTP/1.1
+connection, the exact 2026-07-28 ``tools/call`` request the SDK's ``mcp.Client`` sent once
+(captured; only the JSON-RPC id changes), and every answer is checked (HTTP 200, the
+request's id, a complete non-error result of the right shape). All clients run in one
+thread on epoll with pre-built request bytes and minimal response parsing, because the
+generator shares the 2 cores with what it measures. The cores used by the workers, by nginx,
+by the generator and by the rest of the machine over the measured window are printed next
+to each rate (from /proc). Also measured: ``fusion-nb serve`` on notebook 01 over stdio,
+from process start to the first answered call (target < 2 s).
 
 This file is also the served app (``fusion-nb serve benchmarks/scale.py``).
 """
@@ -18,14 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import selectors
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,51 +102,46 @@ def worker(port: int, key_file: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextlib.contextmanager
-def nginx_front(ports: list[int]) -> Iterator[int]:
-    """Debian's nginx with deploy/nginx/fusion-nb.conf in front of ``ports``."""
+def nginx_front(ports: list[int]) -> Iterator[tuple[int, list[int]]]:
+    """Debian's nginx with deploy/nginx/fusion-nb.conf in front of ``ports``: its port and its processes' pids."""
     sys.path.insert(0, str(REPO / "tests" / "cli"))
     from nginx import nginx  # the same renderer the tests use
 
     with tempfile.TemporaryDirectory() as tmp, nginx(Path(tmp), ports) as base:
-        yield int(base.rsplit(":", 1)[1])
+        port = int(base.rsplit(":", 1)[1])
+        wait_healthy(port)  # nginx has written its pid file and forked its workers by now
+        master = int((Path(tmp) / "nginx.pid").read_text())
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        yield port, [master, *map(int, children)]
 
 
-async def wait_healthy(port: int) -> None:
-    import httpx
-
-    async with httpx.AsyncClient() as http:
-        for _ in range(400):
-            with contextlib.suppress(httpx.TransportError):
-                if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                    return
-            await asyncio.sleep(0.05)
-    raise RuntimeError("not healthy")
-
-
-@contextlib.asynccontextmanager
-async def client(url: str) -> AsyncIterator[Any]:
-    from fusion_nb.mcp import connect
-
-    async with connect(url, TOKEN) as session:
-        await session.list_tools()
-        yield session
+def wait_healthy(port: int) -> None:
+    """Return once ``GET /healthz`` on ``port`` answers 200 (20 s at most)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            if sock.recv(64).startswith(b"HTTP/1.1 200 "):
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} is not healthy")
 
 
 async def captured_call(url: str, tool: str) -> tuple[dict[str, str], bytes]:
     """The headers and body of one 2026-07-28 ``tools/call`` exactly as the SDK client sends it."""
-    import httpx
+    import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
 
-    async def record(request: httpx.Request) -> None:
+    async def record(request: httpx2.Request) -> None:
         if b'"tools/call"' in request.content:
             seen.append(request)
 
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with (
-        httpx.AsyncClient(headers=headers, event_hooks={"request": [record]}) as http,
+        httpx2.AsyncClient(headers=headers, event_hooks={"request": [record]}) as http,
         Client(streamable_http_client(url, http_client=http)) as session,
     ):
         await session.list_tools()
@@ -154,39 +161,169 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / ticks
 
 
-async def load(url: str, tool: str, clients: int, seconds: float, workers: list[int]) -> tuple[float, float, float]:
-    """Calls/s over ``seconds`` with ``clients`` concurrent clients; the generator's and the workers' CPU (cores).
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have been busy so far (Linux /proc/stat): the rest of the machine shows here too."""
+    fields = [int(field) for field in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
-    Each client replays the SDK client's own request on its own keep-alive connection
-    (httpx), so the generator spends its CPU on HTTP, not on client-side validation.
+
+@dataclass(frozen=True)
+class Measured:
+    """One load run: the rate and the cores each party used over the same window."""
+
+    rate: float
+    workers: float
+    nginx: float
+    generator: float
+    machine: float  # every process on the machine, ours included
+
+    @property
+    def others(self) -> float:
+        """Cores used by processes that are not part of this run (other work on a shared machine)."""
+        return max(0.0, self.machine - self.workers - self.nginx - self.generator)
+
+
+class Answers:
+    """Checks each ``tools/call`` answer: HTTP 200, JSON-RPC id of the request, a complete, non-error result."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    def check(self, sent_id: int, body: bytes) -> None:
+        """Raise ``AssertionError`` naming what was wrong with one answer."""
+        message = json.loads(body)
+        result = message.get("result")
+        assert message.get("id") == sent_id and isinstance(result, dict), body[:300]
+        assert result.get("isError") is False and result.get("resultType") == "complete", body[:300]
+        if self.tool == "cpu":
+            assert isinstance(result["structuredContent"]["result"], int), body[:300]
+        else:
+            assert result["content"][0]["text"] == "ok", body[:300]
+
+
+class RawClients:
+    """``clients`` keep-alive HTTP/1.1 connections replaying one captured request, in one thread, on epoll.
+
+    The load generator shares the 2 cores with what it measures, so it is kept as cheap as a
+    Python client can be: the request bytes are built once (only the JSON-RPC id changes, so
+    every answer can be matched to its request), responses are parsed just enough (status
+    line, ``Content-Length``) and every answer is still checked (``Answers``). No client
+    library, no asyncio, no TLS: the same for every topology measured.
     """
-    import httpx
 
-    headers, body = await captured_call(url, tool)
-    counts = [0] * clients
-    stop = asyncio.Event()
+    def __init__(self, port: int, path: str, headers: dict[str, str], body: bytes, answers: Answers) -> None:
+        message = json.loads(body)
+        marker = b'"id":%d,' % message["id"]
+        assert body.count(marker) == 1, "the captured request's id is not where it was expected"
+        self.before, self.after = body.split(marker)
+        lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
+        self.head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
+        self.port = port
+        self.answers = answers
 
-    async def one(index: int) -> None:
-        async with httpx.AsyncClient(headers=headers, timeout=60) as http:
-            while not stop.is_set():
-                response = await http.post(url, content=body)
-                assert response.status_code == 200 and b'"isError":true' not in response.content, response.text
-                counts[index] += 1
+    def request(self, request_id: int) -> bytes:
+        """The captured request with the JSON-RPC id ``request_id``."""
+        body = b'%s"id":%d,%s' % (self.before, request_id, self.after)
+        return b"%s%d\r\n\r\n%s" % (self.head, len(body), body)
 
-    tasks = [asyncio.create_task(one(i)) for i in range(clients)]
-    await asyncio.sleep(1.0)  # connections open and warm
-    start, cpu0, served0, wall0 = sum(counts), time.process_time(), cpu_seconds(workers), time.perf_counter()
-    await asyncio.sleep(seconds)
-    done, cpu1, served1, wall1 = sum(counts) - start, time.process_time(), cpu_seconds(workers), time.perf_counter()
-    stop.set()
-    await asyncio.gather(*tasks)
-    wall = wall1 - wall0
-    return done / wall, (cpu1 - cpu0) / wall, (served1 - served0) / wall
+    def run(self, clients: int, warmup: float, seconds: float, sample: Callable[[], None]) -> int:
+        """Keep every connection busy for ``warmup + seconds``; calls ``sample()`` at both ends of the window.
+
+        Returns the number of answers checked inside the measured window.
+        """
+        selector = selectors.DefaultSelector()
+        sockets = []
+        pending: dict[int, int] = {}  # fd -> id of the request in flight
+        buffers: dict[int, bytearray] = {}
+        next_id = 1
+        for _ in range(clients):
+            sock = socket.create_connection(("127.0.0.1", self.port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            sockets.append(sock)
+            buffers[sock.fileno()] = bytearray()
+            selector.register(sock, selectors.EVENT_READ, sock)
+        try:
+            for sock in sockets:
+                pending[sock.fileno()] = next_id
+                sock.sendall(self.request(next_id))
+                next_id += 1
+            started = time.perf_counter()
+            window_start, window_end = started + warmup, started + warmup + seconds
+            in_window = False
+            done = 0
+            while True:
+                now = time.perf_counter()
+                if not in_window and now >= window_start:
+                    in_window, done = True, 0
+                    sample()
+                elif in_window and now >= window_end:
+                    sample()
+                    return done
+                for key, _ in selector.select(timeout=0.05):
+                    sock = key.data
+                    fd = sock.fileno()
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise AssertionError("the server closed a keep-alive connection")
+                    buffer = buffers[fd]
+                    buffer += chunk
+                    body = self.complete(buffer)
+                    if body is None:
+                        continue
+                    self.answers.check(pending[fd], body)
+                    done += 1
+                    pending[fd] = next_id
+                    sock.sendall(self.request(next_id))  # a few hundred bytes: fits the socket buffer at once
+                    next_id += 1
+        finally:
+            selector.close()
+            for sock in sockets:
+                sock.close()
+
+    @staticmethod
+    def complete(buffer: bytearray) -> bytes | None:
+        """The body of the one response in ``buffer`` once it has fully arrived (and clear the buffer)."""
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        head = bytes(buffer[:end]).lower()
+        assert head.startswith(b"http/1.1 200 "), bytes(buffer[:300])
+        at = head.find(b"\r\ncontent-length:")
+        assert at >= 0 and b"connection: close" not in head, head  # JSON answers, kept alive
+        line_end = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17 : line_end if line_end > 0 else None])
+        if len(buffer) < end + 4 + length:
+            return None
+        assert len(buffer) == end + 4 + length, "more than one response on a connection with one request in flight"
+        body = bytes(buffer[end + 4 :])
+        buffer.clear()
+        return body
+
+
+def load(
+    port: int, tool: str, clients: int, seconds: float, workers: list[int], nginx: list[int], captured: Any
+) -> Measured:
+    """Calls/s over ``seconds`` with ``clients`` concurrent clients, and the cores each party used meanwhile."""
+    headers, body = captured
+    samples: list[tuple[float, float, float, float, float]] = []
+
+    def sample() -> None:
+        samples.append(
+            (time.perf_counter(), cpu_seconds(workers), cpu_seconds(nginx), time.process_time(), machine_busy_seconds())
+        )
+
+    done = RawClients(port, "/mcp", headers, body, Answers(tool)).run(clients, 1.0, seconds, sample)
+    (t0, w0, n0, g0, m0), (t1, w1, n1, g1, m1) = samples
+    wall = t1 - t0
+    return Measured(done / wall, (w1 - w0) / wall, (n1 - n0) / wall, (g1 - g0) / wall, (m1 - m0) / wall)
 
 
 async def startup_to_first_call(notebook: Path) -> float:
     """Seconds from spawning ``fusion-nb serve NOTEBOOK`` (stdio) to its first answered call."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "fusion_nb", "serve", str(notebook)], env=dict(os.environ), cwd=str(REPO)
@@ -199,11 +336,12 @@ async def startup_to_first_call(notebook: Path) -> float:
     return elapsed
 
 
-async def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--startup-runs", type=int, default=3)
+    parser.add_argument("--tools", default="cpu,trivial", help="comma-separated: cpu, trivial")
     args = parser.parse_args(argv)
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         raise SystemExit("nginx is missing: apt-get install -y nginx")
@@ -213,30 +351,35 @@ async def main(argv: list[str] | None = None) -> None:
         key = Path(tmp) / "state.key"
         port_a, port_b = free_port(), free_port()
         with worker(port_a, key) as a, worker(port_b, key) as b:
-            await wait_healthy(port_a)
-            await wait_healthy(port_b)
-            with nginx_front([port_a, port_b]) as front:
-                await wait_healthy(front)
-                for tool in ("cpu", "trivial"):
-                    one = await load(f"http://127.0.0.1:{port_a}/mcp", tool, args.clients, args.seconds, [a.pid])
-                    two = await load(f"http://127.0.0.1:{front}/mcp", tool, args.clients, args.seconds, [a.pid, b.pid])
+            wait_healthy(port_a)
+            wait_healthy(port_b)
+            with nginx_front([port_a, port_b]) as (front, nginx_pids):
+                for tool in args.tools.split(","):
+                    captured = asyncio.run(captured_call(f"http://127.0.0.1:{port_a}/mcp", tool))
+                    one = load(port_a, tool, args.clients, args.seconds, [a.pid], [], captured)
+                    two = load(front, tool, args.clients, args.seconds, [a.pid, b.pid], nginx_pids, captured)
                     rows.append((tool, one, two))
 
     print(f"\ncalls/s at {args.clients} concurrent clients, {args.seconds:g} s each (2026-07-28, Streamable HTTP)")
-    cpu = f"{'wrk CPU':>8} {'gen CPU':>8}"
-    print(f"{'tool':<8} {'1 worker':>9} {cpu} {'2 + nginx':>10} {cpu} {'ratio':>6}")
-    for tool, (rate1, gen1, wrk1), (rate2, gen2, wrk2) in rows:
-        print(
-            f"{tool:<8} {rate1:>9.0f} {wrk1:>7.2f}c {gen1:>7.2f}c {rate2:>10.0f} {wrk2:>7.2f}c {gen2:>7.2f}c"
-            f" {rate2 / rate1:>5.2f}x"
-        )
-    print(f"wrk/gen CPU: cores used by the workers / by this load generator (the machine has {os.cpu_count()})")
+    print("1 worker: clients -> worker directly; 2 workers: clients -> nginx -> 2 workers (round-robin)")
+    cores = f"{'wrk':>5} {'nginx':>5} {'gen':>5} {'other':>5}"
+    print(f"{'tool':<8} {'1 worker':>9} {cores} | {'2 + nginx':>9} {cores} | {'ratio':>6}")
+    for tool, one, two in rows:
+        cells = [
+            f"{m.rate:>9.0f} {m.workers:>5.2f} {m.nginx:>5.2f} {m.generator:>5.2f} {m.others:>5.2f}" for m in (one, two)
+        ]
+        print(f"{tool:<8} {cells[0]} | {cells[1]} | {two.rate / one.rate:>5.2f}x")
+    print(
+        f"cores used over the measured window (the machine has {os.cpu_count()}): wrk = the workers, nginx = its"
+        " master and workers, gen = this load generator, other = the rest of the machine"
+    )
 
     notebook = REPO / "notebooks" / "01-quickstart.ipynb"
-    times = [await startup_to_first_call(notebook) for _ in range(args.startup_runs)]
-    print("\nfusion-nb serve notebooks/01-quickstart.ipynb (stdio): start to first answered call")
-    print("runs: " + ", ".join(f"{t:.2f} s" for t in times) + f"   best {min(times):.2f} s (target < 2 s)")
+    times = [asyncio.run(startup_to_first_call(notebook)) for _ in range(args.startup_runs)]
+    if times:
+        print("\nfusion-nb serve notebooks/01-quickstart.ipynb (stdio): start to first answered call")
+        print("runs: " + ", ".join(f"{t:.2f} s" for t in times) + f"   best {min(times):.2f} s (target < 2 s)")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
