@@ -102,12 +102,12 @@ def worker(port: int, key_file: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextlib.contextmanager
-def nginx_front(ports: list[int]) -> Iterator[tuple[int, list[int]]]:
+def nginx_front(ports: list[int], processes: str) -> Iterator[tuple[int, list[int]]]:
     """Debian's nginx with deploy/nginx/fusion-nb.conf in front of ``ports``: its port and its processes' pids."""
     sys.path.insert(0, str(REPO / "tests" / "cli"))
     from nginx import nginx  # the same renderer the tests use
 
-    with tempfile.TemporaryDirectory() as tmp, nginx(Path(tmp), ports) as base:
+    with tempfile.TemporaryDirectory() as tmp, nginx(Path(tmp), ports, worker_processes=processes) as base:
         port = int(base.rsplit(":", 1)[1])
         wait_healthy(port)  # nginx has written its pid file and forked its workers by now
         master = int((Path(tmp) / "nginx.pid").read_text())
@@ -227,27 +227,28 @@ class RawClients:
         body = b'%s"id":%d,%s' % (self.before, request_id, self.after)
         return b"%s%d\r\n\r\n%s" % (self.head, len(body), body)
 
+    def connect(self, selector: selectors.BaseSelector) -> socket.socket:
+        """A new keep-alive connection, registered for reading."""
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, _Connection(sock))
+        return sock
+
     def run(self, clients: int, warmup: float, seconds: float, sample: Callable[[], None]) -> int:
         """Keep every connection busy for ``warmup + seconds``; calls ``sample()`` at both ends of the window.
 
-        Returns the number of answers checked inside the measured window.
+        Returns the number of answers checked inside the measured window. A connection the
+        server closes after an answer (``Connection: close``, e.g. nginx's ``keepalive_requests``)
+        is replaced, as an HTTP client would; one closed without an answer is an error.
         """
         selector = selectors.DefaultSelector()
-        sockets = []
-        pending: dict[int, int] = {}  # fd -> id of the request in flight
-        buffers: dict[int, bytearray] = {}
         next_id = 1
-        for _ in range(clients):
-            sock = socket.create_connection(("127.0.0.1", self.port))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setblocking(False)
-            sockets.append(sock)
-            buffers[sock.fileno()] = bytearray()
-            selector.register(sock, selectors.EVENT_READ, sock)
         try:
-            for sock in sockets:
-                pending[sock.fileno()] = next_id
-                sock.sendall(self.request(next_id))
+            for _ in range(clients):
+                self.connect(selector)
+            for key in list(selector.get_map().values()):
+                key.data.send(self.request(next_id), next_id)
                 next_id += 1
             started = time.perf_counter()
             window_start, window_end = started + warmup, started + warmup + seconds
@@ -262,36 +263,39 @@ class RawClients:
                     sample()
                     return done
                 for key, _ in selector.select(timeout=0.05):
-                    sock = key.data
-                    fd = sock.fileno()
-                    chunk = sock.recv(65536)
+                    connection: _Connection = key.data
+                    chunk = connection.sock.recv(65536)
                     if not chunk:
-                        raise AssertionError("the server closed a keep-alive connection")
-                    buffer = buffers[fd]
-                    buffer += chunk
-                    body = self.complete(buffer)
-                    if body is None:
+                        raise AssertionError("the server closed a connection with a request in flight")
+                    connection.buffer += chunk
+                    answer = self.complete(connection.buffer)
+                    if answer is None:
                         continue
-                    self.answers.check(pending[fd], body)
+                    body, closing = answer
+                    self.answers.check(connection.pending, body)
                     done += 1
-                    pending[fd] = next_id
-                    sock.sendall(self.request(next_id))  # a few hundred bytes: fits the socket buffer at once
+                    if closing:
+                        selector.unregister(connection.sock)
+                        connection.sock.close()
+                        connection = selector.get_key(self.connect(selector)).data
+                    connection.send(self.request(next_id), next_id)
                     next_id += 1
         finally:
+            for key in list(selector.get_map().values()):
+                key.data.sock.close()
             selector.close()
-            for sock in sockets:
-                sock.close()
 
     @staticmethod
-    def complete(buffer: bytearray) -> bytes | None:
-        """The body of the one response in ``buffer`` once it has fully arrived (and clear the buffer)."""
+    def complete(buffer: bytearray) -> tuple[bytes, bool] | None:
+        """The body of the one response in ``buffer`` once it has fully arrived (then the buffer is cleared),
+        and whether the server closes the connection after it."""
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
             return None
         head = bytes(buffer[:end]).lower()
         assert head.startswith(b"http/1.1 200 "), bytes(buffer[:300])
         at = head.find(b"\r\ncontent-length:")
-        assert at >= 0 and b"connection: close" not in head, head  # JSON answers, kept alive
+        assert at >= 0, head  # JSON answers (an SSE stream here would mean the server chose to stream)
         line_end = head.find(b"\r\n", at + 2)
         length = int(head[at + 17 : line_end if line_end > 0 else None])
         if len(buffer) < end + 4 + length:
@@ -299,7 +303,23 @@ class RawClients:
         assert len(buffer) == end + 4 + length, "more than one response on a connection with one request in flight"
         body = bytes(buffer[end + 4 :])
         buffer.clear()
-        return body
+        return body, b"\r\nconnection: close" in head
+
+
+class _Connection:
+    """One client: its socket, what has arrived of the answer, and the id of the request in flight."""
+
+    __slots__ = ("buffer", "pending", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.pending = 0
+
+    def send(self, request: bytes, request_id: int) -> None:
+        """Send one request (a few hundred bytes: the socket buffer takes it at once)."""
+        self.pending = request_id
+        self.sock.sendall(request)
 
 
 def load(
@@ -342,6 +362,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--startup-runs", type=int, default=3)
     parser.add_argument("--tools", default="cpu,trivial", help="comma-separated: cpu, trivial")
+    parser.add_argument(
+        "--nginx-processes", default="auto", help="nginx worker_processes (default auto, as Debian's nginx.conf)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         raise SystemExit("nginx is missing: apt-get install -y nginx")
@@ -353,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
         with worker(port_a, key) as a, worker(port_b, key) as b:
             wait_healthy(port_a)
             wait_healthy(port_b)
-            with nginx_front([port_a, port_b]) as (front, nginx_pids):
+            with nginx_front([port_a, port_b], args.nginx_processes) as (front, nginx_pids):
                 for tool in args.tools.split(","):
                     captured = asyncio.run(captured_call(f"http://127.0.0.1:{port_a}/mcp", tool))
                     one = load(port_a, tool, args.clients, args.seconds, [a.pid], [], captured)

@@ -23,26 +23,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def render(listen: int, workers: list[int]) -> str:
-    """The shipped config with its example ports replaced by the test's."""
+def render(listen: int, workers: list[int], logs: Path) -> str:
+    """The shipped config with its example ports replaced by the test's and its logs written to ``logs``."""
     text = SHIPPED.read_text()
     servers = re.findall(r"^\s*server 127\.0\.0\.1:\d+ .*;$", text, flags=re.M)
     assert len(servers) == 2, "the shipped config lists two workers"
     replacement = "\n".join(re.sub(r":\d+", f":{port}", servers[0]) for port in workers)
     text = text.replace("\n".join(servers), replacement)
+    assert "/var/log/nginx/" in text, "the shipped config writes an access log"
+    text = text.replace("/var/log/nginx/", f"{logs}/")
     return text.replace("listen 127.0.0.1:8000;", f"listen 127.0.0.1:{listen};")
 
 
 @contextlib.contextmanager
-def nginx(tmp: Path, workers: list[int]) -> Iterator[str]:
-    """Start nginx (foreground, its own prefix under ``tmp``); yields its base URL."""
+def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iterator[str]:
+    """Start nginx (foreground, its own prefix under ``tmp``); yields its base URL.
+
+    ``worker_processes``: 1 for the tests; Debian's own nginx.conf says ``auto`` (one per core).
+    """
     port = free_port()
     (tmp / "conf.d").mkdir()
-    (tmp / "conf.d" / "fusion-nb.conf").write_text(render(port, workers))
+    (tmp / "conf.d" / "fusion-nb.conf").write_text(render(port, workers, tmp))
     temp = {name: tmp / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
     user = "user root;\n" if os.geteuid() == 0 else ""
     (tmp / "nginx.conf").write_text(
-        f"{user}daemon off;\nworker_processes 1;\npid {tmp}/nginx.pid;\nerror_log {tmp}/error.log warn;\n"
+        f"{user}daemon off;\nworker_processes {worker_processes};\n"
+        f"pid {tmp}/nginx.pid;\nerror_log {tmp}/error.log warn;\n"
         "events { worker_connections 1024; }\n"
         "http {\n  access_log off;\n"
         f"  client_body_temp_path {temp['body']};\n  proxy_temp_path {temp['proxy']};\n"
