@@ -12,7 +12,14 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   with its answers and the upstream's sealed ``requestState``, which the bridge
   forwards byte for byte (it never sees the plaintext). A 2025-11-25 host is asked
   over its live session (``elicitation/create``) when the upstream asks the bridge.
-* ``notifications/tools/list_changed`` from upstream is passed on.
+* A change of the upstream's tools (a kernel cell redefining a tool) reaches the host:
+  upstream, the bridge keeps a ``subscriptions/listen`` stream open for
+  ``tools_list_changed`` (2026-07-28; a 2025-era upstream sends
+  ``notifications/tools/list_changed`` on its session instead); downstream, a 2025-era
+  host gets ``notifications/tools/list_changed`` on its session and a 2026-07-28 host on
+  the ``subscriptions/listen`` stream it opened on the bridge. A lost upstream stream is
+  re-opened, and the host is told the list may have changed (what happened meanwhile is
+  not replayed).
 
 Upstream the bridge speaks 2026-07-28 (every fusion-nb server does): its input rounds
 run in the forwarding handler's own task, which is how an upstream question finds the
@@ -28,10 +35,12 @@ import os
 import sys
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .errors import CliError
+from .service import log_to_stderr as log
 
 TOKEN_ENV = "FUSION_NB_TOKEN"
 HELP = "bridge stdio to a Streamable HTTP MCP server (Claude Desktop to a kernel, without Node)"
@@ -109,36 +118,98 @@ async def bridge(
             message_handler=relay.on_upstream_message,
         ) as client:
             relay.client = client
-            if streams is not None:
-                await server.run(*streams, server.create_initialization_options())
-            else:
-                from mcp.server.stdio import stdio_server
+            async with anyio.create_task_group() as group:
+                await group.start(relay.follow_upstream)  # listening upstream before the host can list tools
+                if streams is not None:
+                    await server.run(*streams, server.create_initialization_options())
+                else:
+                    from mcp.server.stdio import stdio_server
 
-                async with stdio_server() as (read_stream, write_stream):
-                    await server.run(read_stream, write_stream, server.create_initialization_options())
+                    async with stdio_server() as (read_stream, write_stream):
+                        await server.run(read_stream, write_stream, server.create_initialization_options())
+                group.cancel_scope.cancel()
     except* Exception as group:
         raise CliError(_upstream_failure(url, _with_token(headers, token), group)) from None
     return 0
 
 
 class _Relay:
-    """Holds the upstream client and the downstream sessions that want ``tools/list_changed``."""
+    """Holds the upstream client and passes the upstream's tool-list changes to the host.
+
+    Downstream, a 2025-era host's session is remembered when it lists tools (it gets
+    ``notifications/tools/list_changed``); a 2026-07-28 host listens on ``bus`` through
+    the bridge's ``subscriptions/listen`` handler.
+    """
+
+    #: seconds between attempts to re-open a lost upstream listen stream (doubling up to the last)
+    RELISTEN_DELAYS = (0.1, 0.5, 2.0, 5.0)
 
     def __init__(self) -> None:
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
         self.client: Any = None
         self.sessions: list[Any] = []
+        self.bus = InMemorySubscriptionBus()
+
+    async def tools_changed(self) -> None:
+        """Tell every downstream host that the tool list changed."""
+        from mcp.server.subscriptions import ToolsListChanged
+
+        await self.bus.publish(ToolsListChanged())
+        for session in list(self.sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # that host is gone
+                self.sessions.remove(session)
 
     async def on_upstream_message(self, message: Any) -> None:
+        """A 2025-era upstream's notification (a 2026 one sends changes on the listen stream)."""
         if isinstance(message, types.ToolListChangedNotification):
-            for session in list(self.sessions):
-                try:
-                    await session.send_tool_list_changed()
-                except Exception:
-                    self.sessions.remove(session)
+            await self.tools_changed()
+
+    async def follow_upstream(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Keep a 2026-07-28 ``subscriptions/listen`` stream open upstream, for as long as the bridge runs.
+
+        Reports started once the first stream is acknowledged (or could not be opened), so
+        no change made after the host's first ``tools/list`` is missed. Never raises: a
+        bridge that cannot follow changes still forwards calls.
+        """
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        if self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            task_status.started()  # a 2025-era upstream notifies through on_upstream_message
+            return
+        started, failures = False, 0
+        while True:
+            try:
+                async with self.client.listen(tools_list_changed=True) as subscription:
+                    if not started:
+                        started = True
+                        task_status.started()
+                    elif failures:
+                        await self.tools_changed()  # changes while the stream was down are not replayed
+                    failures = 0
+                    async for _event in subscription:
+                        await self.tools_changed()
+                    failures = 1  # closed by the server: re-listen (and tell the host) at once
+                    continue
+            except ListenNotSupportedError:
+                break
+            except Exception as exc:
+                if failures == 0:
+                    log(f"upstream tools/list_changed stream lost ({type(exc).__name__}); re-opening it")
+                failures += 1
+            if not started:
+                started = True
+                task_status.started()
+            await anyio.sleep(self.RELISTEN_DELAYS[min(failures, len(self.RELISTEN_DELAYS)) - 1])
+        if not started:
+            task_status.started()
 
 
 def _bridge_server() -> tuple[Any, _Relay]:
     from mcp.server.lowlevel.server import NotificationOptions, Server
+    from mcp.server.subscriptions import ListenHandler
 
     relay = _Relay()
 
@@ -172,7 +243,12 @@ def _bridge_server() -> tuple[Any, _Relay]:
         def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
             return super().create_initialization_options(NotificationOptions(tools_changed=True))
 
-    server = BridgeServer("fusion-nb-connect", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = BridgeServer(
+        "fusion-nb-connect",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(relay.bus),
+    )
     server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     return server, relay
 

@@ -6,6 +6,7 @@ with the handler's cleanup, multi-round elicitation, and a bad token as one sent
 
 from __future__ import annotations
 
+import re
 import sys
 
 import anyio
@@ -79,3 +80,41 @@ async def test_a_wrong_token_is_one_sentence():
         done = await anyio.to_thread.run_sync(lambda: run_cli("connect", server.url, "--token", "wrong", input_text=""))
     assert done.returncode == 1
     assert "refused the bearer token (401)" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the kernel harness (jupyter_client) is asyncio-only
+@pytest.mark.parametrize("era", list(MODES))
+async def test_a_kernels_tool_changes_reach_the_stdio_host(era, kernel):
+    """A cell that defines a tool while a host is connected through the bridge: the host is told, in its era."""
+    await kernel.run("%load_ext fusion_nb")
+    await kernel.run('%%fusion_tool f.query("shout").with_string("text")\nreturn input.text.upper()')
+    served = await kernel.run("%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
+    token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
+    notified = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            notified.set()
+
+    try:
+        async with bridged(url, token, era, message_handler=on_message) as client:
+            assert client.server_capabilities.tools.list_changed is True
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["shout"]
+            define = '%%fusion_tool f.query("whisper").describe("Quietly.")\nreturn "psst"'
+            if era == "2025":  # a notification on the host's session
+                await kernel.run(define)
+                with anyio.fail_after(30):
+                    await notified.wait()
+            else:  # an event on the subscriptions/listen stream the host opened on the bridge
+                async with client.listen(tools_list_changed=True) as subscription:
+                    await kernel.run(define)
+                    with anyio.fail_after(30):
+                        event = await subscription.__anext__()
+                assert type(event).__name__ == "ToolsListChanged"
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert set(tools) == {"shout", "whisper"} and tools["whisper"].description == "Quietly."
+            assert (await client.call_tool("whisper", {})).content[0].text == "psst"
+    finally:
+        await kernel.run("%fusion stop")
