@@ -153,14 +153,17 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
 
     service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr)
     port = sock.getsockname()[1]
-    if inherited is None:
-        shown = f"[{args.host}]" if ":" in args.host else args.host
-        log_to_stderr(f"serving {len(loaded.app.tools)} tool(s) at http://{shown}:{port}/mcp (health: /healthz)")
-        if asgi.state.token and not (args.token or os.environ.get(TOKEN_ENV)):
-            log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {asgi.state.token}")
-    else:
-        log_to_stderr(f"worker {os.getpid()} ready on port {port}")
-    await service.serve()
+
+    def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
+        if inherited is None:
+            shown = f"[{args.host}]" if ":" in args.host else args.host
+            log_to_stderr(f"serving {len(loaded.app.tools)} tool(s) at http://{shown}:{port}/mcp (health: /healthz)")
+            if asgi.state.token and not (args.token or os.environ.get(TOKEN_ENV)):
+                log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {asgi.state.token}")
+        else:
+            log_to_stderr(f"worker {os.getpid()} ready on port {port}")
+
+    await service.serve(on_ready=announce)
     log_to_stderr(f"worker {os.getpid()} stopped" if inherited else "stopped")
     return 0
 
@@ -185,7 +188,36 @@ def _report_startup(loaded: Any) -> None:
 
 
 def _supervise(args: argparse.Namespace, token: str) -> int:
-    """Bind once, then run ``args.workers`` copies of this command on the inherited socket."""
+    """Bind once, then run ``args.workers`` copies of this command on the inherited socket.
+
+    SIGTERM and SIGINT are forwarded to the workers from before the first line is printed,
+    so a signal at any moment stops the command with status 0: workers already serving
+    drain, one still starting (no drain handler yet) just ends, having taken no request.
+    """
+    children: list[subprocess.Popen[bytes]] = []
+    stopping: list[int] = []  # the signals forwarded so far
+
+    def forward(signum: int, frame: Any) -> None:
+        stopping.append(signum)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_workers(args, token, children, stopping, forward)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_workers(
+    args: argparse.Namespace,
+    token: str,
+    children: list[subprocess.Popen[bytes]],
+    stopping: list[int],
+    forward: Any,
+) -> int:
     key = resolve_state_key(args.state_key_file, create=True) or secrets.token_urlsafe(48)
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -197,34 +229,26 @@ def _supervise(args: argparse.Namespace, token: str) -> int:
     log_to_stderr(f"starting {args.workers} workers at http://{shown}:{port}/mcp (health: /healthz)")
     if not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV)):
         log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
-    children = [
-        subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()], preexec_fn=_stop_with_parent)
-        for _ in range(args.workers)
-    ]
+    for _ in range(args.workers if not stopping else 0):
+        started = subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()], preexec_fn=_stop_with_parent)
+        children.append(started)
+        if stopping:  # a signal came while this one was being started: `forward` did not know it yet
+            started.send_signal(stopping[-1])
     sock.close()
-
-    def forward(signum: int, frame: Any) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     failed = False
-    try:
-        running = {child.pid: child for child in children}
-        while running:
-            pid, status = os.wait()
-            child = running.pop(pid, None)
-            if child is None:
-                continue
-            child.returncode = code = os.waitstatus_to_exitcode(status)
-            if code != 0 and not failed:
-                failed = True  # one worker could not start or crashed: stop the others too
-                log_to_stderr(f"worker {pid} exited with status {code}; stopping the others")
-                forward(signal.SIGTERM, None)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    running = {child.pid: child for child in children}
+    while running:
+        pid, status = os.wait()
+        child = running.pop(pid, None)
+        if child is None:
+            continue
+        child.returncode = code = os.waitstatus_to_exitcode(status)
+        if -code in stopping:
+            continue  # told to stop before it could install its drain (still starting): nothing was lost
+        if code != 0 and not failed:
+            failed = True  # one worker could not start or crashed: stop the others too
+            log_to_stderr(f"worker {pid} exited with status {code}; stopping the others")
+            forward(signal.SIGTERM, None)
     return 1 if failed else 0
 
 

@@ -98,17 +98,21 @@ class HttpService:
         self.sock = sock
         self.drain_timeout = drain_timeout
         self.log = log
-        from ..mcp.uvicorn_server import in_loop_server  # imports the SDK: only when serving HTTP
-
-        self.uvicorn = in_loop_server(self.service, timeout_graceful_shutdown=2, access_log=False)
+        self.uvicorn = _announcing_server(self.service, timeout_graceful_shutdown=2, access_log=False)
         self._drain_task: asyncio.Task[None] | None = None
 
-    async def serve(self) -> None:
-        """Serve until drained; installs SIGTERM/SIGINT handlers for the duration."""
+    async def serve(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Serve until drained; installs SIGTERM/SIGINT handlers for the duration.
+
+        ``on_ready`` runs once uvicorn has started on the socket, with the drain handlers
+        already installed: whoever waits for the line it prints (a supervisor, a test, a
+        person) may send SIGTERM at once and get a drain, never a killed process.
+        """
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.begin_drain, signum)
         try:
+            self.uvicorn.on_started = on_ready
             await self.uvicorn.serve(sockets=[self.sock])
         finally:
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -139,6 +143,24 @@ class HttpService:
             await self.app.aclose()  # handlers' cleanup runs, bounded by the app's grace
         await self.service.wait_idle(5.0)  # the answers (CANCELLED included) leave before the sockets close
         self.uvicorn.should_exit = True
+
+
+def _announcing_server(asgi: Any, **config: Any) -> Any:
+    """An in-loop uvicorn server (no signal capture) that calls its ``on_started`` once it serves."""
+    from ..mcp.uvicorn_server import InLoopServer, in_loop_server  # imports the SDK: only when serving HTTP
+
+    class AnnouncingServer(InLoopServer):
+        """Calls ``on_started()`` when start-up (lifespan, then the socket) has succeeded."""
+
+        on_started: Callable[[], None] | None = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and self.on_started is not None:
+                self.on_started()
+
+    plain = in_loop_server(asgi, **config)  # the package's defaults for an in-loop server
+    return AnnouncingServer(plain.config)
 
 
 def log_to_stderr(message: str) -> None:

@@ -104,8 +104,13 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def served(source: str, *args: str, env: dict[str, str] | None = None, ready: str | None = None):
-    """Start ``fusion-nb serve SOURCE --transport http --port 0 ARGS``; yields a ready ``Served``."""
+async def served(
+    source: str, *args: str, env: dict[str, str] | None = None, ready: str | None = None, startup_timeout: float = 60
+):
+    """Start ``fusion-nb serve SOURCE --transport http --port 0 ARGS``; yields a ``Served`` once it says it serves.
+
+    ``startup_timeout`` bounds each start-up line awaited (the URL, the generated token, ``ready``).
+    """
     command: Sequence[str] = [
         sys.executable,
         "-m",
@@ -123,13 +128,13 @@ async def served(source: str, *args: str, env: dict[str, str] | None = None, rea
     async with anyio.create_task_group() as group:
         group.start_soon(server._read)
         try:
-            match = await server.wait_for(r"at (http://\S+/mcp)")
+            match = await server.wait_for(r"at (http://\S+/mcp)", startup_timeout)
             server.url = match.group(1)
             if "--no-auth" not in args:
                 given = (env or {}).get("FUSION_NB_TOKEN") or _option(args, "--token")
-                server.token = given or (await server.wait_for(r"bearer token .*: (\S+)$")).group(1)
+                server.token = given or (await server.wait_for(r"bearer token .*: (\S+)$", startup_timeout)).group(1)
             if ready:
-                await server.wait_for(ready)
+                await server.wait_for(ready, startup_timeout)
             yield server
         finally:
             if process.returncode is None:

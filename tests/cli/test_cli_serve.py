@@ -106,10 +106,18 @@ async def test_sigterm_drains_then_cancels_with_cleanup_and_exits_0(era, tmp_pat
     assert any("cancelling 1 call(s)" in line for line in server.lines)
 
 
+# Three Python processes start at once (a supervisor, two workers importing the SDK): about 4 s
+# here, but a loaded 2-core CI box once took longer than the default 120 s deadline. Every wait
+# below is for a line the processes print (event-driven), each bounded generously.
+WORKERS_STARTUP = 240
+
+
 @asyncio_only
+@pytest.mark.timeout(600)
 async def test_workers_share_one_port_token_and_state_key_and_stop_together():
-    async with served("service_app", "--workers", "2") as server:
-        await server.wait_for(r"worker \d+ ready", count=2, timeout=180)  # two starts at once on a busy machine
+    async with served("service_app", "--workers", "2", startup_timeout=WORKERS_STARTUP) as server:
+        # "ready" is printed once a worker serves with its drain handler installed
+        await server.wait_for(r"worker \d+ ready", count=2, timeout=WORKERS_STARTUP)
         ready = {line.split()[2] for line in server.lines if " ready on port " in line}
         assert len(ready) == 2
 
@@ -129,8 +137,20 @@ async def test_workers_share_one_port_token_and_state_key_and_stop_together():
             state = result.request_state
             responses = {key: types.ElicitResult(action="accept", content={key: "1" if key == "first" else "2"})}
         server.signal(signal.SIGTERM)
-        assert await server.wait() == 0
+        assert await server.wait(timeout=120) == 0
     assert sum(" stopped" in line for line in server.lines) == 2
+    assert not any("exited with status" in line for line in server.lines)
+
+
+@asyncio_only
+@pytest.mark.timeout(600)
+async def test_workers_stopped_while_starting_exit_0():
+    """SIGTERM as soon as the supervisor announces itself: whatever each worker was doing (importing,
+    loading the source, serving), the command stops with status 0 and reports no failed worker."""
+    async with served("service_app", "--workers", "2", startup_timeout=WORKERS_STARTUP) as server:
+        server.signal(signal.SIGTERM)
+        assert await server.wait(timeout=120) == 0
+    assert not any("exited with status" in line for line in server.lines), server.lines
 
 
 @asyncio_only
