@@ -6,6 +6,7 @@ with the handler's cleanup, multi-round elicitation, and a bad token as one sent
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 
@@ -118,3 +119,72 @@ async def test_a_kernels_tool_changes_reach_the_stdio_host(era, kernel):
             assert (await client.call_tool("whisper", {})).content[0].text == "psst"
     finally:
         await kernel.run("%fusion stop")
+
+
+class CuttableProxy:
+    """A TCP forwarder on loopback whose open connections the test can cut (a network blip, a proxy's
+    idle timeout) while the server behind it keeps running and new connections keep working."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.streams: list[anyio.abc.SocketStream] = []
+
+    async def serve(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with listener:
+            task_status.started()
+            await listener.serve(self.forward)
+
+    async def forward(self, client: anyio.abc.SocketStream) -> None:
+        async with client, await anyio.connect_tcp("127.0.0.1", self.target_port) as server:
+            self.streams += [client, server]
+
+            async def pump(source, sink):
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async for chunk in source:
+                        await sink.send(chunk)
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await sink.aclose()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(pump, client, server)
+                group.start_soon(pump, server, client)
+
+    async def cut(self) -> int:
+        """Close every connection open now; returns how many there were."""
+        streams, self.streams = self.streams, []
+        for stream in streams:
+            await stream.aclose()
+        return len(streams)
+
+
+@pytest.mark.parametrize("era", list(MODES))
+async def test_a_cut_upstream_stream_is_reopened_and_the_host_told_to_refetch(era):
+    """The bridge's upstream listen stream is cut while the server keeps running: the bridge opens a new
+    one and tells the host the list may have changed (changes made meanwhile are not replayed)."""
+    notified = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            notified.set()
+
+    async with served("service_app") as server, anyio.create_task_group() as group:
+        proxy = CuttableProxy(int(server.url.rsplit(":", 1)[1].split("/")[0]))
+        await group.start(proxy.serve)
+        url = f"http://127.0.0.1:{proxy.port}/mcp"
+        async with bridged(url, server.token, era, message_handler=on_message) as client:
+            assert len((await client.list_tools()).tools) == 4
+            async with contextlib.AsyncExitStack() as stack:
+                if era == "2026":
+                    subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+                assert not notified.is_set()
+                assert await proxy.cut() >= 2  # the bridge's listen stream at least
+                with anyio.fail_after(60):
+                    if era == "2026":
+                        assert type(await subscription.__anext__()).__name__ == "ToolsListChanged"
+                    else:
+                        await notified.wait()
+            assert (await client.call_tool("echo", {"text": "still"})).structured_content["text"] == "still"
+        group.cancel_scope.cancel()
