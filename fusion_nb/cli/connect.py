@@ -141,7 +141,7 @@ class _Relay:
     the bridge's ``subscriptions/listen`` handler.
     """
 
-    #: seconds between attempts to re-open a lost upstream listen stream (doubling up to the last)
+    #: seconds before re-opening a lost upstream listen stream: the n-th failure in a row waits the n-th (or the last)
     RELISTEN_DELAYS = (0.1, 0.5, 2.0, 5.0)
 
     def __init__(self) -> None:
@@ -191,8 +191,7 @@ class _Relay:
                     failures = 0
                     async for _event in subscription:
                         await self.tools_changed()
-                    failures = 1  # closed by the server: re-listen (and tell the host) at once
-                    continue
+                    failures = 1  # closed by the server: re-listen (and tell the host) after the first delay
             except ListenNotSupportedError:
                 break
             except Exception as exc:

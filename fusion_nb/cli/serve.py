@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -216,8 +217,9 @@ def _run_workers(
     token: str,
     children: list[subprocess.Popen[bytes]],
     stopping: list[int],
-    forward: Any,
+    forward: Callable[[int, Any], None],
 ) -> int:
+    """Start the workers (unless ``stopping`` already) and wait for all of them; 1 if one failed."""
     key = resolve_state_key(args.state_key_file, create=True) or secrets.token_urlsafe(48)
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
