@@ -184,6 +184,12 @@ class Measured:
         return max(0.0, self.machine - self.workers - self.nginx - self.generator)
 
 
+def expect(condition: object, what: object) -> None:
+    """Fail the run (even under ``python -O``, unlike ``assert``) when an answer is not what it must be."""
+    if not condition:
+        raise RuntimeError(f"unexpected answer: {what!r}")
+
+
 class Answers:
     """Checks each ``tools/call`` answer: HTTP 200, JSON-RPC id of the request, a complete, non-error result."""
 
@@ -194,12 +200,12 @@ class Answers:
         """Raise ``AssertionError`` naming what was wrong with one answer."""
         message = json.loads(body)
         result = message.get("result")
-        assert message.get("id") == sent_id and isinstance(result, dict), body[:300]
-        assert result.get("isError") is False and result.get("resultType") == "complete", body[:300]
+        expect(message.get("id") == sent_id and isinstance(result, dict), body[:300])
+        expect(result.get("isError") is False and result.get("resultType") == "complete", body[:300])
         if self.tool == "cpu":
-            assert isinstance(result["structuredContent"]["result"], int), body[:300]
+            expect(isinstance(result["structuredContent"]["result"], int), body[:300])
         else:
-            assert result["content"][0]["text"] == "ok", body[:300]
+            expect(result["content"][0]["text"] == "ok", body[:300])
 
 
 class RawClients:
@@ -215,7 +221,7 @@ class RawClients:
     def __init__(self, port: int, path: str, headers: dict[str, str], body: bytes, answers: Answers) -> None:
         message = json.loads(body)
         marker = b'"id":%d,' % message["id"]
-        assert body.count(marker) == 1, "the captured request's id is not where it was expected"
+        expect(body.count(marker) == 1, "the captured request's id is not where it was expected")
         self.before, self.after = body.split(marker)
         lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
         self.head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode()
@@ -293,14 +299,14 @@ class RawClients:
         if end < 0:
             return None
         head = bytes(buffer[:end]).lower()
-        assert head.startswith(b"http/1.1 200 "), bytes(buffer[:300])
+        expect(head.startswith(b"http/1.1 200 "), bytes(buffer[:300]))
         at = head.find(b"\r\ncontent-length:")
-        assert at >= 0, head  # JSON answers (an SSE stream here would mean the server chose to stream)
+        expect(at >= 0, head)  # JSON answers (an SSE stream here would mean the server chose to stream)
         line_end = head.find(b"\r\n", at + 2)
         length = int(head[at + 17 : line_end if line_end > 0 else None])
         if len(buffer) < end + 4 + length:
             return None
-        assert len(buffer) == end + 4 + length, "more than one response on a connection with one request in flight"
+        expect(len(buffer) == end + 4 + length, "more than one response on a connection with one request in flight")
         body = bytes(buffer[end + 4 :])
         buffer.clear()
         return body, b"\r\nconnection: close" in head
