@@ -248,7 +248,7 @@ def _bridge_server() -> tuple[Any, _Relay]:
         on_call_tool=call_tool,
         on_subscriptions_listen=ListenHandler(relay.bus),
     )
-    server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    server.middleware = []  # the SDK's only default is its OpenTelemetry spans (as fusion_nb.mcp: off)
     return server, relay
 
 
