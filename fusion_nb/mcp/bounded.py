@@ -8,7 +8,9 @@ SDK still sees a disconnect and cancels a 2026 call whose POST was aborted):
   one INFO log line, instead of the SDK's ``ClientDisconnect`` traceback at ERROR;
 * the body is not complete within ``body_timeout`` seconds (a client that promised
   a body and stalls, or trickles it): ``408 Request Timeout`` and one INFO line, and
-  the connection is free again.
+  the connection is free again. On asyncio one periodic sweep per loop checks the
+  deadlines (see ``_Watch``), so the 408 comes at most a quarter of the timeout
+  (and at most a second) after it.
 
 Both end the exchange by cancelling it, which the SDK unwinds without logging.
 ``GET /healthz`` is answered here too (200, no auth, no details) for load balancers
