@@ -385,6 +385,8 @@ if __name__ == "__main__":
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        parser.error("--loop uvloop needs uvloop installed (pip install uvloop); fusion-nb does not depend on it")
     if args.serve:
         serve(args.serve, args.token, args.http, args.loop)
     else:
