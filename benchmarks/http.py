@@ -21,7 +21,12 @@ and 2025-11-25 (a session per client: ``initialize``, then one POST per call).
 Measures, interleaved per round in rotating order so machine noise hits all alike:
 1 client sequential (p50, p99) and 32 concurrent clients (calls/s). Read the ratios.
 
-Run: ``.venv/bin/python benchmarks/http.py [--calls N] [--rounds N] [--clients N]``.
+Every server runs under the same uvicorn settings: ``--http`` (``auto`` picks httptools
+when installed, as uvicorn does and as fusion-nb's own launches do; ``h11`` the pure-Python
+parser) and ``--loop`` (``asyncio``, or ``uvloop`` for the whole server process). The
+table title names what ran.
+
+Run: ``.venv/bin/python benchmarks/http.py [--calls N] [--rounds N] [--clients N] [--http h11] [--loop uvloop]``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import socket
 import statistics
@@ -109,8 +115,11 @@ def fastmcp_asgi() -> Any:
     return mcp.http_app(path="/mcp")
 
 
-def serve(name: str, token: str) -> None:
-    """Child process: serve ``name`` on a free loopback port, print the port, run until killed."""
+def serve(name: str, token: str, http: str, loop: str) -> None:
+    """Child process: serve ``name`` on a free loopback port, print the port, run until killed.
+
+    Every server gets the same uvicorn ``http`` implementation and event loop.
+    """
     import uvicorn
 
     async def main() -> None:
@@ -119,7 +128,7 @@ def serve(name: str, token: str) -> None:
 
             sock = listening_socket()
             print(sock.getsockname()[1], flush=True)
-            await in_loop_server(fusion_asgi(token)).serve(sockets=[sock])
+            await in_loop_server(fusion_asgi(token), http=http).serve(sockets=[sock])
             return
         asgi = {
             "fusion-nb http_app": lambda: fusion_asgi(token),
@@ -131,11 +140,23 @@ def serve(name: str, token: str) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
         probe.close()
-        server = uvicorn.Server(uvicorn.Config(asgi[name](), host="127.0.0.1", port=port, log_level="warning"))
+        config = uvicorn.Config(asgi[name](), host="127.0.0.1", port=port, log_level="warning", http=http)
         print(port, flush=True)
-        await server.serve()
+        await uvicorn.Server(config).serve()
 
-    asyncio.run(main())
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+def uvicorn_settings(http: str, loop: str) -> str:
+    """What the servers run under, for the table titles (``auto`` resolved as uvicorn resolves it)."""
+    if http == "auto":
+        http = "httptools (auto)" if importlib.util.find_spec("httptools") else "h11 (auto)"
+    return f"uvicorn http={http}, loop={loop}"
 
 
 # ---- the load generator: HTTP/1.1 keep-alive over raw asyncio sockets ----
@@ -235,26 +256,43 @@ class Wire:
 
 
 @contextlib.asynccontextmanager
-async def servers(token: str) -> AsyncIterator[dict[str, int]]:
-    """Start every server in its own process; their ports by name."""
+async def servers(token: str, uvicorn_args: list[str]) -> AsyncIterator[dict[str, int]]:
+    """Start every server in its own process (same uvicorn settings); their ports by name, once they listen."""
     processes: dict[str, subprocess.Popen[str]] = {}
     ports: dict[str, int] = {}
     try:
         for name in SERVERS:
             process = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--serve", name, "--token", token],
+                [sys.executable, os.path.abspath(__file__), "--serve", name, "--token", token, *uvicorn_args],
                 stdout=subprocess.PIPE,
                 text=True,
             )
             processes[name] = process
             assert process.stdout is not None
             ports[name] = int(process.stdout.readline())
+        for port in ports.values():
+            await listening(port)
         yield ports
     finally:
         for process in processes.values():
             process.terminate()
         for process in processes.values():
             process.wait(10)
+
+
+async def listening(port: int, timeout: float = 30.0) -> None:
+    """Wait until a server accepts connections on ``port`` (it prints the port before it binds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
 
 
 async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[float]:
@@ -289,10 +327,11 @@ async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each
             connection.close()
 
 
-async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: int) -> None:
+async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: int, http: str, loop: str) -> None:
     """Both wires, every server, interleaved rounds; print one table per wire."""
     token = "bench-" + "t" * 40
-    async with servers(token) as ports:
+    settings = uvicorn_settings(http, loop)
+    async with servers(token, ["--http", http, "--loop", loop]) as ports:
         for version in (MODERN, LEGACY):
             wire = Wire(version)
             for name in SERVERS:  # warm-up (imports, first-call caches, jsonschema)
@@ -306,15 +345,17 @@ async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: i
                     latencies[name] += await sequential(wire, ports[name], token, calls)
                 for name in order:
                     rates[name].append(await concurrent(wire, ports[name], token, clients, per_client))
-            print(table(version, latencies, rates, clients))
+            print(table(version, latencies, rates, clients, settings))
             print()
 
 
-def table(version: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], clients: int) -> str:
+def table(
+    version: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], clients: int, settings: str
+) -> str:
     """A markdown table of one wire's results, ratios against the SDK and FastMCP."""
     wire = "2026-07-28 (stateless POST per call)" if version == MODERN else "2025-11-25 (session per client)"
     lines = [
-        f"### {wire}",
+        f"### {wire}; {settings}",
         "",
         f"| server | 1 client p50 µs | p99 µs | {clients} clients calls/s | calls/s vs SDK | vs FastMCP |",
         "|---|---:|---:|---:|---:|---:|",
@@ -339,10 +380,14 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--per-client", type=int, default=40, help="calls per concurrent client per round")
     parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"], help="uvicorn's HTTP parser")
+    parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"], help="every server's event loop")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        parser.error("--loop uvloop needs uvloop installed (pip install uvloop); fusion-nb does not depend on it")
     if args.serve:
-        serve(args.serve, args.token)
+        serve(args.serve, args.token, args.http, args.loop)
     else:
-        asyncio.run(main(args.calls, args.rounds, args.clients, args.per_client, args.warmup))
+        asyncio.run(main(args.calls, args.rounds, args.clients, args.per_client, args.warmup, args.http, args.loop))

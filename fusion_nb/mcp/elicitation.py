@@ -204,6 +204,8 @@ class FusionRequestStateBoundary(RequestStateBoundary):
         params = ctx.params
         if params is None or params.get("requestState") is None:
             result = await call_next(ctx)
+            if type(result) is dict and result.get("resultType") != "input_required":
+                return result  # the runner's wire dict of an ordinary result: nothing to seal
             if not is_input_required(result):
                 return result
             return await super().__call__(ctx, _returning(result))

@@ -69,6 +69,42 @@ async def test_a_stalled_body_gets_408(caplog):
     assert [r.getMessage() for r in caplog.records] == ["POST /mcp: request body not complete after 0.2s; 408"]
 
 
+async def test_a_stall_is_ended_after_the_timeout_not_before():
+    """The deadline is checked by a periodic sweep: never early, and at most a quarter of the timeout late."""
+    timeout = 0.4
+    started = anyio.current_time()
+    sent = await run(script({"type": "http.request", "body": b"ab", "more_body": True}, then_wait=True), timeout)
+    elapsed = anyio.current_time() - started
+    assert sent[0]["status"] == 408
+    assert timeout <= elapsed < timeout * 1.25 + 1.0, elapsed  # generous upper bound for a loaded machine
+
+
+async def test_complete_exchanges_do_not_hold_off_a_stall_among_them():
+    """Many quick exchanges on one middleware while another's body stalls: each gets its own ending."""
+    middleware = BoundedRequests(reading_app, body_timeout=0.3)
+    stalled: list[dict] = []
+
+    async def stalled_send(message):
+        stalled.append(message)
+
+    async def quick(number):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        await middleware(SCOPE, script({"type": "http.request", "body": str(number).encode()}), send)
+        assert sent[1]["body"] == str(number).encode()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            receive = script({"type": "http.request", "body": b"a", "more_body": True}, then_wait=True)
+            group.start_soon(middleware, SCOPE, receive, stalled_send)
+            for number in range(200):
+                await quick(number)
+    assert stalled[0]["status"] == 408
+
+
 async def test_an_early_disconnect_sends_nothing(caplog):
     caplog.set_level("INFO", logger="fusion_nb.http")
     sent = await run(script({"type": "http.request", "body": b"ab", "more_body": True}))

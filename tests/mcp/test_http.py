@@ -48,6 +48,44 @@ async def test_missing_or_wrong_token_is_401(served):
     assert right.status_code == 200
 
 
+async def test_the_401_is_the_sdks_bearer_refusal_and_other_paths_are_not_guarded(served):
+    """fusion-nb's one-layer bearer check answers exactly as the SDK's bearer stack does."""
+    wrong = ["Bearer nope", f"Basic {served.token}", f"Bearer {served.token}x", f"Bearer  {served.token}"]
+    async with httpx.AsyncClient() as http:
+        refusals = [
+            await http.post(served.url, json=INIT, headers=JSON_HEADERS),
+            *[await http.post(served.url, json=INIT, headers={**JSON_HEADERS, "Authorization": w}) for w in wrong],
+            await http.get(served.url, headers={"Accept": "text/event-stream"}),
+        ]
+        lower_scheme = await http.post(
+            served.url, json=INIT, headers={**JSON_HEADERS, "Authorization": f"bearer {served.token}"}
+        )
+        elsewhere = await http.post(f"{served.base}/elsewhere", json=INIT, headers=JSON_HEADERS)
+    for refused in refusals:
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == (
+            'Bearer error="invalid_token", error_description="Authentication required"'
+        )
+        assert refused.json() == {"error": "invalid_token", "error_description": "Authentication required"}
+    assert lower_scheme.status_code == 200
+    assert elsewhere.status_code == 404
+
+
+async def test_a_2025_session_answers_only_the_token_that_opened_it():
+    async with serve(tokens=TOKENS) as served, httpx.AsyncClient() as http:
+        alice = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alice']}", "MCP-Protocol-Version": "2025-11-25"}
+        opened = await http.post(served.url, json=INIT, headers=alice)
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        as_ci = await http.post(
+            served.url, json=listing, headers={**alice, **session, "Authorization": f"Bearer {TOKENS['ci']}"}
+        )
+        as_alice = await http.post(served.url, json=listing, headers={**alice, **session})
+    assert opened.status_code == 200
+    assert as_ci.status_code == 404, "a session must not answer another client's token"
+    assert as_alice.status_code == 200 and "echo" in as_alice.text
+
+
 async def test_bad_host_is_421_and_bad_origin_is_403(served):
     async with httpx.AsyncClient() as http:
         bad_host = await http.post(served.url, json=INIT, headers=served.headers(Host="evil.example:80"))

@@ -33,6 +33,16 @@ def test_the_listening_socket_is_tcp_with_nodelay():
         sock.close()
 
 
+def test_the_server_parses_http_with_httptools():
+    from fusion_nb import Fusion
+    from fusion_nb.mcp import http_app
+    from fusion_nb.mcp.uvicorn_server import in_loop_server
+
+    server = in_loop_server(http_app(Fusion("parser")))
+    server.config.load()
+    assert server.config.http_protocol_class.__name__ == "HttpToolsProtocol", "h11 costs ~20% of a trivial call"
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_twenty_sequential_calls_average_well_under_the_delayed_ack_time(mode):
     async with serve() as served, served.client(mode) as client:
