@@ -208,11 +208,9 @@ class Runner:
         """Run the call in a task of its own (with its timer, when the tool has a timeout)."""
         if self._begin():
             timed = self.plan.tool.timeout is not None
+            # ``_work`` lets nothing but cancellation escape (no guard frame); a task group might
             self._worker = self.settings.workers.spawn(
-                self._timed_work if timed else self._work,
-                name=self.plan.task_name,
-                on_done=self._worker_finished,
-                guarded=timed,  # ``_work`` lets nothing but cancellation escape; a task group might
+                self._timed_work if timed else self._work, self.plan.task_name, self._worker_finished, timed
             )
 
     def defer_inline(self) -> None:
@@ -316,7 +314,8 @@ class Runner:
             self._held.pop().release()
 
     def _worker_finished(self) -> None:
-        self._release_all()
+        if self._held or self._turn is not None:
+            self._release_all()
         self.call.mark_stopped()
         if self._worker_done is not None:
             self._worker_done.set()
