@@ -253,14 +253,9 @@ class App:
         transport's own input channel. ``resume`` is a continuation from an earlier
         input-required result and ``response`` the client's answer to its request.
         """
-        runner = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
-        if isinstance(runner, Call):
-            return runner
-        if inline and runner.plan.inline_ok:
-            runner.defer_inline()
-        else:
-            runner.start_detached()
-        return runner.call
+        return self._launch(
+            self._prepare(name, args, on_progress, request_info, answers, channel, resume, response), inline
+        )
 
     async def call(
         self,
@@ -276,14 +271,8 @@ class App:
         inline: bool = False,
     ) -> CallResult:
         """Run a call to its result; cancelling the awaiting task aborts it (options: see ``start``)."""
-        runner = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
-        if isinstance(runner, Call):
-            return await runner.wait()
-        if inline and runner.plan.inline_ok:
-            runner.defer_inline()  # awaited at once: it never sits unawaited
-        else:
-            runner.start_detached()
-        return await runner.call.wait()
+        prepared = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
+        return await self._launch(prepared, inline).wait()
 
     def _prepare(
         self,
@@ -333,6 +322,16 @@ class App:
             resumed,
             on_progress,
         )
+
+    def _launch(self, prepared: Runner | Call, inline: bool) -> Call:
+        """Start a prepared call: deferred to its first await (inline) or in a worker of its own."""
+        if isinstance(prepared, Call):  # refused before it could run
+            return prepared
+        if inline and prepared.plan.inline_ok:
+            prepared.defer_inline()
+        else:
+            prepared.start_detached()
+        return prepared.call
 
     def _settings(self) -> RunSettings:
         settings = self._run_settings

@@ -161,16 +161,16 @@ def spawn(
     name: str,
     on_done: Callable[[], None] | None = None,
     guarded: bool = True,
-    handle: Detached | None = None,
+    members: Workers | None = None,
 ) -> Detached:
     """Run ``fn()`` detached in a copy of the current context.
 
     Anything escaping ``fn`` is logged, never raised (``guarded=False``: ``fn``
     promises to let nothing but cancellation escape, and saves the guard's frame).
-    ``on_done`` runs on the loop once the task has finished, whatever the outcome.
+    ``on_done`` runs on the loop once the task has finished, whatever the outcome;
+    then the task leaves ``members``.
     """
-    if handle is None:
-        handle = Detached(on_done)
+    handle = Detached(on_done, members)
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # trio
@@ -227,9 +227,9 @@ class Workers:
         guarded: bool = True,
     ) -> Detached:
         """Start ``fn`` detached (see ``spawn``); it is counted until it has finished."""
-        handle = Detached(on_done, self)
-        self._tasks.add(handle)
-        return spawn(fn, name, None, guarded, handle)
+        handle = spawn(fn, name, on_done, guarded, self)
+        self._tasks.add(handle)  # (no task finishes before this: its end is a loop callback)
+        return handle
 
     def left(self, handle: Detached) -> None:
         """``handle``'s task has finished: it no longer counts (the idle waiters wake with the last)."""

@@ -31,12 +31,10 @@ def text(value: str) -> dict[str, Any]:
 
 def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Return ``(content, structured_content)`` for a response value."""
-    if type(value) is str:  # the common answer first
-        return [{"type": "text", "text": value}], None
+    if isinstance(value, str):  # the common answer first
+        return [text(value)], None
     if value is None:
         return [], None
-    if isinstance(value, str):
-        return [text(value)], None
     if isinstance(value, BaseModel):  # (its serializer directly: what model_dump_json/model_dump call, at 40%)
         serializer = value.__pydantic_serializer__
         return [text(serializer.to_json(value).decode())], serializer.to_python(value, mode="json")

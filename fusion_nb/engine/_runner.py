@@ -253,8 +253,7 @@ class Runner:
                     task.uncancel()
         finally:
             self._scope = None
-            if self._held or self._turn is not None:
-                self._release_all()
+            self._release_all()
             self.call.mark_stopped()
 
     # -- aborting ------------------------------------------------------------------------
@@ -309,13 +308,13 @@ class Runner:
             slots.leave(turn)
 
     def _release_all(self) -> None:
-        self._leave_queue()
+        if self._turn is not None:
+            self._leave_queue()
         while self._held:
             self._held.pop().release()
 
     def _worker_finished(self) -> None:
-        if self._held or self._turn is not None:
-            self._release_all()
+        self._release_all()
         self.call.mark_stopped()
         if self._worker_done is not None:
             self._worker_done.set()
@@ -404,8 +403,7 @@ class Runner:
                     )
                 return
             result = self._crashed(exc)
-        if self._held or self._turn is not None:
-            self._release_all()  # the body has stopped: the next caller finds its slot free
+        self._release_all()  # the body has stopped: the next caller finds its slot free
         call.settle(result, FAILED if result.is_error else DONE)
 
     def _crashed(self, exc: BaseException) -> CallResult:

@@ -53,7 +53,7 @@ TOKENS_ENV = "FUSION_NB_TOKENS"
 
 
 class NamedTokenVerifier:
-    """Accepts a set of bearer tokens, each its own client (the SDK's ``TokenVerifier`` protocol).
+    """Accepts a set of bearer tokens, each its own client (``BearerGate`` asks it who a token is).
 
     The name becomes the verified ``AccessToken.client_id``: handlers see who called
     (``RequestInfo.access_token``), stateful sessions stay with their token's client,
@@ -82,11 +82,6 @@ class NamedTokenVerifier:
             if hmac.compare_digest(offered, secret):
                 client = name
         return client
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The access token of the client ``token`` belongs to, or ``None`` (401)."""
-        client = self.client_of(token.encode())
-        return AccessToken(token=token, client_id=client, scopes=[]) if client is not None else None
 
 
 _UNAUTHORIZED_BODY = b'{"error": "invalid_token", "error_description": "Authentication required"}'

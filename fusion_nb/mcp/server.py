@@ -164,10 +164,8 @@ def mcp_server(
                 response=response,
                 inline=True,
             )
-            if call.settled:  # it ran to the end inside start(): send what it reported, then the result
+            if call.settled:  # refused before it ran (unknown tool, invalid input): no progress to send
                 result = await call.wait()
-                pump.close()
-                await pump.run()
             else:
                 async with anyio.create_task_group() as group:
                     group.start_soon(pump.run)
