@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,3 +166,20 @@ class Kernel:
 
     def set_value(self, comm_id: str, **state: Any) -> None:
         self.send_comm(comm_id, {"method": "update", "state": state, "buffer_paths": []})
+
+
+async def serve_shout(kernel: Kernel) -> tuple[Execution, str, str]:
+    """Define a ``shout`` tool (one progress value, then the upper-cased text) and ``%fusion serve`` it.
+
+    Returns the serve cell's execution, the MCP endpoint and the bearer token it printed.
+    """
+    await kernel.run("%load_ext fusion_nb\nimport anyio")
+    await kernel.run(
+        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\n'
+        'yield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
+    )
+    served = await kernel.run("%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", served.stdout)
+    token = re.search(r"Bearer token: (\S+)", served.stdout)
+    assert url is not None and token is not None, served.stdout
+    return served, url.group(1), token.group(1)

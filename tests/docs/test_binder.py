@@ -20,6 +20,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from nbval_run import run_nbval
 from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,30 +175,11 @@ def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_p
     assert called == "'Hello from Binder'"
 
     started = time.monotonic()
-    nbval = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "--rootdir",
-            str(repo / "notebooks"),
-            "--nbval",
-            "--nbval-kernel-name",
-            "binder",
-            "--nbval-sanitize-with",
-            str(repo / "notebooks" / "sanitize.cfg"),
-            str(repo / "notebooks" / "01-quickstart.ipynb"),
-        ],
-        cwd=repo / "notebooks",
+    nbval = run_nbval(
+        repo / "notebooks" / "01-quickstart.ipynb",
+        kernel="binder",
         env={**os.environ, "JUPYTER_PATH": str(kernels)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+        sanitize=repo / "notebooks" / "sanitize.cfg",
     )
     nbval_seconds = time.monotonic() - started
     summary = (nbval.stdout.strip().splitlines() or ["no output"])[-1]

@@ -10,38 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from nbval_run import run_nbval
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 QUICKSTART = NOTEBOOKS / "01-quickstart.ipynb"
 
 pytestmark = pytest.mark.kernel
-
-
-def run_nbval(notebook: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "--rootdir",
-            str(notebook.parent),
-            "--nbval",
-            "--nbval-current-env",
-            "--nbval-sanitize-with",
-            str(NOTEBOOKS / "sanitize.cfg"),
-            str(notebook),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=notebook.parent,
-    )
 
 
 def test_every_notebook_of_the_readme_exists():
@@ -67,7 +42,8 @@ def test_a_changed_output_fails_and_the_original_passes(tmp_path):
     result["data"]["text/plain"] = ["43"]
     changed.write_text(json.dumps(nb))
 
-    assert run_nbval(original).returncode == 0, run_nbval(original).stdout[-3000:]
+    passed = run_nbval(original)
+    assert passed.returncode == 0, passed.stdout[-3000:]
     failed = run_nbval(changed)
     assert failed.returncode != 0
     assert "43" in failed.stdout and "42" in failed.stdout, failed.stdout[-3000:]

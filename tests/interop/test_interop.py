@@ -14,6 +14,7 @@ import shlex
 import anyio
 import pytest
 from http_serving import serve
+from kernel_harness import serve_shout
 from node_clients import HERE, server_env
 
 from fusion_nb.mcp.http import INSPECTOR_VERSION
@@ -124,14 +125,7 @@ async def test_inspector_cli_over_stdio(node, era, stdio_command):
 
 @pytest.mark.kernel
 async def test_a_kernels_fusion_serve_with_both_sdks_and_the_printed_inspector_command(node, kernel):
-    await kernel.run("%load_ext fusion_nb\nimport anyio")
-    await kernel.run(
-        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\n'
-        'yield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
-    )
-    served = await kernel.run("%fusion serve")
-    url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
-    token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
+    served, url, token = await serve_shout(kernel)
     printed = re.search(r"^npx -y @modelcontextprotocol/inspector@(\S+) --cli (.*)$", served.stdout, re.M)
     try:
         seen = json.loads(await run_node(node, "kernel.mjs", url, token, "shout", '{"text": "hi"}'))

@@ -6,6 +6,7 @@ import re
 import anyio
 import httpx
 import pytest
+from kernel_harness import serve_shout
 from mcp import types
 
 from fusion_nb.mcp import connect as connect_http
@@ -19,20 +20,8 @@ async def connect(url, token, mode, **options):
         yield client
 
 
-async def serve(kernel):
-    await kernel.run("%load_ext fusion_nb\nimport anyio")
-    await kernel.run(
-        '%%fusion_tool f.query("shout").with_string("text")\n"""Upper-case a text."""\n'
-        'yield progress(50, "half")\nawait anyio.sleep(0)\nreturn input.text.upper()'
-    )
-    served = await kernel.run("%fusion serve")
-    url = re.search(r"MCP endpoint: (\S+)", served.stdout).group(1)
-    token = re.search(r"Bearer token: (\S+)", served.stdout).group(1)
-    return served, url, token
-
-
 async def test_serve_prints_config_and_serves_both_eras(kernel):
-    served, url, token = await serve(kernel)
+    served, url, token = await serve_shout(kernel)
     assert url.startswith("http://127.0.0.1:") and len(token) >= 32
     for snippet in (
         '"mcpServers"',
@@ -76,7 +65,7 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
 
 
 async def test_redefining_a_tool_notifies_connected_clients(kernel):
-    _, url, token = await serve(kernel)
+    _, url, token = await serve_shout(kernel)
     changed = anyio.Event()
 
     async def on_message(message):
@@ -105,7 +94,7 @@ async def test_redefining_a_tool_notifies_connected_clients(kernel):
 async def test_the_interrupt_button_still_works_while_serving(kernel):
     """uvicorn runs with its signal capture off: SIGINT still reaches the kernel, and
     neither an idle interrupt nor a cell's interrupt stops the server."""
-    _, url, token = await serve(kernel)
+    _, url, token = await serve_shout(kernel)
     await kernel.interrupt()  # idle: nothing to cancel, and the server must not exit
     cell = kernel.submit("import asyncio\nprint('waiting', flush=True)\nawait asyncio.sleep(3600)")
     await kernel.wait_until(lambda: "waiting" in cell.stdout, what="the cell to start")
