@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
 from starlette.routing import Route
@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..engine import App
 from .bounded import BoundedRequests
 from .server import mcp_server
+from .streamable import StreamableEndpoint
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -198,6 +199,8 @@ def http_app(
     telemetry: bool = False,
     request_state_keys: Iterable[bytes | str] | None = None,
     request_state_ttl: float = 600.0,
+    max_sessions: int | None = 10_000,
+    session_idle_timeout: float | None = 30 * 60,
 ) -> Starlette:
     """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
 
@@ -213,8 +216,14 @@ def http_app(
     log line (logger ``fusion_nb.http``). ``GET /healthz`` answers 200 without auth. ``json_response=True``
     answers with plain JSON: no progress and no live elicitation there.
     ``stateless=True`` makes 2025-era sessions per-request (2026 is always
-    per-request). Each call builds a fresh server: the SDK's session manager
+    per-request). At most ``max_sessions`` 2025-era sessions are open at once (503
+    beyond); one with nothing in flight for ``session_idle_timeout`` seconds ends
+    (``None``: no limit). Each call builds a fresh server: the SDK's session manager
     runs once per app.
+
+    The default mode is served by ``StreamableEndpoint`` (each request in its POST's
+    own task, on the SDK's protocol kernel); ``json_response`` and ``stateless``
+    modes by the SDK's own transport.
     """
     server = mcp_server(
         app,
@@ -234,14 +243,22 @@ def http_app(
         else:
             token = token if token is not None else secrets.token_urlsafe(32)
             accepted = {SINGLE_TOKEN_CLIENT: token}
+    security = transport_security(host, allowed_hosts, allowed_origins)
     asgi = server.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
         stateless_http=stateless,
         max_request_body_size=max_body_bytes,
-        transport_security=transport_security(host, allowed_hosts, allowed_origins),
+        transport_security=security,
         host=host,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
     )
+    if not json_response and not stateless:
+        endpoint = StreamableEndpoint(
+            server, _mcp_route(asgi, path).app, security, max_sessions=max_sessions, idle_timeout=session_idle_timeout
+        )
+        _serve_lean(asgi, path, endpoint, max_body_bytes)
     if auth:
         _guard_endpoint(asgi, path, accepted)
     asgi.add_middleware(BoundedRequests, body_timeout=body_timeout)
@@ -252,13 +269,35 @@ def http_app(
     return asgi
 
 
-def _guard_endpoint(asgi: Starlette, path: str, tokens: Mapping[str, str]) -> None:
-    """Put ``BearerGate`` in front of the MCP route's endpoint (other paths stay as the SDK built them)."""
+def _mcp_route(asgi: Starlette, path: str) -> Route:
+    """The SDK app's route serving the MCP endpoint."""
     for route in asgi.router.routes:
         if isinstance(route, Route) and route.path == path:
-            route.app = BearerGate(route.app, tokens)
-            return
-    raise RuntimeError(f"the SDK's Streamable HTTP app has no route at {path!r} to put the bearer check on")
+            return route
+    raise RuntimeError(f"the SDK's Streamable HTTP app has no route at {path!r}")
+
+
+def _guard_endpoint(asgi: Starlette, path: str, tokens: Mapping[str, str]) -> None:
+    """Put ``BearerGate`` in front of the MCP route's endpoint (other paths stay as the SDK built them)."""
+    route = _mcp_route(asgi, path)
+    route.app = BearerGate(route.app, tokens)
+
+
+def _serve_lean(asgi: Starlette, path: str, endpoint: StreamableEndpoint, max_body_bytes: int) -> None:
+    """Serve the MCP route with ``endpoint`` (the SDK's entry, its fallback, stays behind it).
+
+    Its sessions live as long as the app: their lifetime joins the SDK's in the app's lifespan.
+    """
+    _mcp_route(asgi, path).app = RequestBodyLimitMiddleware(endpoint, max_body_bytes)
+    sdk_lifespan = asgi.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with sdk_lifespan(app), endpoint.sessions.running():
+            yield
+
+    asgi.router.lifespan_context = lifespan
+    asgi.state.endpoint = endpoint
 
 
 def _server_mode(*, json_response: bool, stateless: bool) -> str | None:

@@ -49,12 +49,24 @@ def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+DRAIN_SECONDS = 5.0
+"""How long a stopping server lets requests in flight finish before it cancels them.
+
+Without a bound, one call that never ends (a 2025-era call runs on after its client
+disconnects, as that era's spec asks) would hold ``%fusion serve``'s stop forever.
+"""
+
+
 def in_loop_server(asgi: ASGIApp, **config: object) -> InLoopServer:
     """An ``InLoopServer`` for ``asgi``; run it with ``await server.serve(sockets=[sock])``.
+
+    Stopping it (``should_exit = True``) drains: requests in flight get ``DRAIN_SECONDS``
+    to finish, then they are cancelled (their cleanup runs).
 
     uvicorn's ``http="auto"`` parses with httptools (a fusion-nb dependency): the
     pure-Python h11 parser costs about a fifth of a trivial call.
     """
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
+    config.setdefault("timeout_graceful_shutdown", DRAIN_SECONDS)
     return InLoopServer(uvicorn.Config(asgi, **config))  # type: ignore[arg-type]

@@ -1,0 +1,125 @@
+"""What fusion-nb's own Streamable HTTP endpoint (``StreamableEndpoint``) decides itself.
+
+Session limits and idle ends on the 2025-11-25 wire, the per-POST choice between a
+JSON answer and an event stream, and id matching between calls and the client's
+answers. Real loopback HTTP (asyncio: uvicorn).
+"""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+import pytest
+from http_serving import INIT, serve
+
+from fusion_nb.mcp.streamable import _lookup
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def open_session(http: httpx.AsyncClient, served) -> dict[str, str]:
+    opened = await http.post(served.url, json=INIT, headers=served.headers())
+    assert opened.status_code == 200, opened.text
+    session = {**LEGACY, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
+    return session
+
+
+def listing(number: int = 2) -> dict:
+    return {"jsonrpc": "2.0", "id": number, "method": "tools/list"}
+
+
+async def test_sessions_beyond_the_limit_get_503_until_one_ends():
+    async with serve(max_sessions=2) as served, httpx.AsyncClient() as http:
+        first = await open_session(http, served)
+        await open_session(http, served)
+        refused = await http.post(served.url, json=INIT, headers=served.headers())
+        assert refused.status_code == 503
+        assert refused.json()["error"]["message"] == "Too many open sessions"
+        assert "mcp-session-id" not in refused.headers
+        ended = await http.delete(served.url, headers=served.headers(**first))
+        assert ended.status_code == 200
+        gone = await http.post(served.url, json=listing(), headers=served.headers(**first))
+        assert gone.status_code == 404
+        third = await open_session(http, served)
+        assert (await http.post(served.url, json=listing(), headers=served.headers(**third))).status_code == 200
+
+
+async def test_an_idle_session_ends_but_one_with_a_call_in_flight_does_not():
+    async with serve(session_idle_timeout=0.2) as served, httpx.AsyncClient(timeout=30) as http:
+        idle = await open_session(http, served)
+        busy = await open_session(http, served)
+        stall = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "stall", "arguments": {}}}
+        async with anyio.create_task_group() as group:
+
+            async def call_stall() -> None:
+                async with http.stream("POST", served.url, json=stall, headers=served.headers(**busy)) as response:
+                    assert response.status_code == 200
+                    await response.aread()
+
+            group.start_soon(call_stall)
+            await served.probe["entered"].wait()
+            sessions = served.asgi.state.endpoint.sessions  # (a request would make the session busy again)
+            with anyio.fail_after(10):  # the sweep runs every idle_timeout / 4
+                while sessions.get(idle["Mcp-Session-Id"]) is not None:
+                    await anyio.sleep(0.05)
+            gone = await http.post(served.url, json=listing(), headers=served.headers(**idle))
+            assert gone.status_code == 404
+            await anyio.sleep(0.6)  # three idle timeouts with the stall call in flight
+            alive = await http.post(served.url, json=listing(3), headers=served.headers(**busy))
+            assert alive.status_code == 200
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
+            assert (await http.post(served.url, json=cancel, headers=served.headers(**busy))).status_code == 202
+        with anyio.fail_after(10):
+            await served.probe["cleaned"].wait()
+    assert served.app.active_calls == []
+
+
+async def test_a_call_that_emits_nothing_is_answered_in_json_and_one_with_progress_streams():
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        params = {"name": "echo", "arguments": {"text": "x"}}
+        echo = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+        plain = await http.post(served.url, json=echo, headers=served.headers(**session))
+        assert plain.headers["content-type"] == "application/json"
+        assert plain.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+        assert plain.json()["id"] == 7 and plain.json()["result"]["structuredContent"] == {"result": "x"}
+        flood = {
+            "jsonrpc": "2.0",
+            "id": "f",
+            "method": "tools/call",
+            "params": {"name": "noisy", "arguments": {}, "_meta": {"progressToken": "t"}},
+        }
+        streamed = await http.post(served.url, json=flood, headers=served.headers(**session))
+        assert streamed.headers["content-type"] == "text/event-stream"
+        assert streamed.text.count("notifications/progress") >= 1
+        assert '"id":"f"' in streamed.text.rsplit("event: message", 1)[1]  # the answer is the last event
+        modern = {**echo, "params": {**echo["params"], "_meta": MODERN_META}}
+        routing = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+        headers = served.headers(**routing)
+        answered = await http.post(served.url, json=modern, headers=headers)
+        assert answered.headers["content-type"] == "application/json"
+        assert answered.json()["result"]["resultType"] == "complete"
+        assert "mcp-session-id" not in answered.headers
+
+
+def test_call_and_answer_ids_match_whether_echoed_as_numbers_or_strings():
+    table = {7: "seven", "x": "ex", "12": "twelve"}
+    assert _lookup(table, 7) == "seven"
+    assert _lookup(table, "7") == "seven"
+    assert _lookup(table, 12) == "twelve"
+    assert _lookup(table, "x") == "ex"
+    assert _lookup(table, "y") is None
+    assert _lookup(table, None) is None
