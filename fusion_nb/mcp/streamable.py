@@ -43,7 +43,6 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-import pydantic_core
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
@@ -645,8 +644,8 @@ class StreamableEndpoint:
             return
         body = await request.body()
         try:
-            raw = pydantic_core.from_json(body)
-        except ValueError as exc:
+            raw = json.loads(body)
+        except (ValueError, RecursionError) as exc:
             await _refuse(send, 400, f"Parse error: {exc}", PARSE_ERROR)
             return
         try:
