@@ -98,6 +98,8 @@ _SSE_HEADERS = [
 ]
 _STANDALONE_BUFFER = 64
 _ASK_CANCEL_WRITE_TIMEOUT = 1.0
+REQUEST_CANCELLED = -32800
+"""The 2025 wire's answer to a request the client (or the session's end) cancelled."""
 _T = TypeVar("_T")
 
 
@@ -277,15 +279,16 @@ class PostExchange:
         status = ERROR_CODE_HTTP_STATUS.get(error_code, 200) if self._modern and error_code is not None else 200
         await _respond(self._send, status, payload, self._headers([]))
 
-    async def end_unanswered(self) -> None:
-        """End a cancelled request's response without an answer (the spec: no response to a cancelled request)."""
+    async def end_cancelled(self) -> None:
+        """End a cancelled 2025 request's response with ``-32800 Request cancelled``.
+
+        That era's stream for a request ends only with a response for its id (the SDK's
+        transport answers the same way), so the client learns the request is over.
+        """
         self.closed = True
+        error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
         with anyio.CancelScope(shield=True):
-            if self.streaming:
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-            else:
-                await self._send({"type": "http.response.start", "status": 200, "headers": self._headers(_SSE_HEADERS)})
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._finish(_dump(JSONRPCError(jsonrpc="2.0", id=self.request_id, error=error)), None)
 
 
 class _Answer:
@@ -691,8 +694,8 @@ class StreamableEndpoint:
                 del session.calls[message.id]
             session.busy -= 1
             session.idle_since = anyio.current_time()
-        if not exchange.closed:  # cancelled by the client or by the session's end: no answer (the spec)
-            await exchange.end_unanswered()
+        if not exchange.closed:  # cancelled by the client or by the session's end
+            await exchange.end_cancelled()
         return answered
 
     async def _received(self, session: Session, request: Request, message: Any) -> None:
