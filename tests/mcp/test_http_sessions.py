@@ -124,3 +124,25 @@ def test_call_and_answer_ids_match_whether_echoed_as_numbers_or_strings():
     assert _lookup(table, "x") == "ex"
     assert _lookup(table, "y") is None
     assert _lookup(table, None) is None
+
+
+async def test_a_2025_call_runs_on_after_its_client_disconnects():
+    """MCP 2025-11-25: a disconnect is not a cancellation (the client sends notifications/cancelled for that)."""
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        waiting = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "cleaned", "arguments": {}}}
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: http.post(served.url, json=waiting, headers=served.headers(**session)))
+            with anyio.fail_after(10):
+                while not served.app.active_calls:
+                    await anyio.sleep(0.01)
+            (call,) = served.app.active_calls
+            group.cancel_scope.cancel()  # the client gives up: its connection closes
+        await anyio.sleep(0.2)  # time for a (wrong) cancellation to land
+        assert not call.settled
+        served.probe["cleaned"].set()
+        with anyio.fail_after(10):
+            result = await call.wait()
+        assert not result.is_error and result.value == "cleaned"
+        assert (await http.post(served.url, json=listing(), headers=served.headers(**session))).status_code == 200
+    assert served.app.active_calls == []
