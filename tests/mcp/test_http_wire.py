@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -41,7 +41,8 @@ WAIT = 10  # seconds: a generous bound on anything awaited, catching a hang, not
 
 @pytest.fixture
 def anyio_backend():
-    return "asyncio"  # uvicorn
+    """asyncio only: the server under test is uvicorn."""
+    return "asyncio"
 
 
 @pytest.fixture
@@ -134,10 +135,15 @@ def request(method: str, id: str | int = 2, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id, "method": method, **({"params": params} if params else {})}
 
 
+def initialize(version: str = LEGACY, **capabilities: Any) -> dict[str, Any]:
+    """``INIT`` asking for ``version`` and declaring ``capabilities``."""
+    params = {**cast(dict[str, Any], INIT["params"]), "protocolVersion": version, "capabilities": capabilities}
+    return {**INIT, "params": params}
+
+
 async def open_session(served: Served, http: httpx.AsyncClient, **capabilities: Any) -> dict[str, str]:
     """Initialize a 2025-11-25 session (declaring ``capabilities``), send ``initialized``; its request headers."""
-    init = {**INIT, "params": {**INIT["params"], "capabilities": capabilities}}
-    opened = await http.post(served.url, json=init, headers=served.headers())
+    opened = await http.post(served.url, json=initialize(**capabilities), headers=served.headers())
     assert opened.status_code == 200
     headers = served.headers(**{"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY})
     initialized = await http.post(
@@ -154,6 +160,7 @@ def without(headers: dict[str, str], *names: str) -> dict[str, str]:
 
 
 async def test_initialize_opens_a_session_and_initialized_is_accepted(served, http):
+    """The handshake every 2025 client starts with: the session id header and the capabilities it reads."""
     opened = await http.post(served.url, json=INIT, headers=served.headers())
     assert opened.status_code == 200
     session = opened.headers["mcp-session-id"]
@@ -177,12 +184,12 @@ async def test_initialize_negotiates_versions_the_server_knows(served, http):
     """An older version is kept (and its header then accepted); an unknown one is answered with the newest."""
     older = await http.post(
         served.url,
-        json={**INIT, "params": {**INIT["params"], "protocolVersion": "2025-06-18"}},
+        json=initialize("2025-06-18"),
         headers=served.headers(),
     )
     unknown = await http.post(
         served.url,
-        json={**INIT, "params": {**INIT["params"], "protocolVersion": "1999-01-01"}},
+        json=initialize("1999-01-01"),
         headers=served.headers(),
     )
     assert answer(older)["result"]["protocolVersion"] == "2025-06-18"
@@ -195,6 +202,7 @@ async def test_initialize_negotiates_versions_the_server_knows(served, http):
 
 
 async def test_a_session_request_is_answered_with_or_without_the_version_header(served, http):
+    """Clients that omit ``MCP-Protocol-Version`` (older ones do) are served as the negotiated version."""
     session = await open_session(served, http)
     listed = await http.post(served.url, json=request("tools/list"), headers=session)
     assumed = await http.post(
@@ -221,6 +229,7 @@ async def test_an_unsupported_version_header_on_a_session_is_400(served, http):
 
 @pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
 async def test_no_session_id_is_400_and_an_unknown_one_is_404(served, http, method):
+    """404 is what tells a client its session is gone and it must initialize again; 400 is its own bug."""
     await open_session(served, http)  # a live session exists; these requests simply do not name it
     accept = {"Accept": "text/event-stream"} if method == "GET" else {}
     body = {"json": request("tools/list")} if method == "POST" else {}
@@ -248,6 +257,7 @@ async def test_a_session_refuses_another_tokens_stream_and_delete(http, method):
 
 
 async def test_delete_ends_the_session(served, http):
+    """A client ending its session gets 200, and the id is then unknown (404), to DELETE as well."""
     session = await open_session(served, http)
     ended = await http.delete(served.url, headers=session)
     after = await http.post(served.url, json=request("ping"), headers=session)
@@ -258,6 +268,7 @@ async def test_delete_ends_the_session(served, http):
 
 
 async def test_the_standalone_stream_carries_tool_list_changes(served, http):
+    """The GET stream is the only route for spontaneous notifications; one per session."""
     session = await open_session(served, http)
     async with http.stream("GET", served.url, headers={**session, "Accept": "text/event-stream"}) as stream:
         assert stream.status_code == 200
@@ -279,6 +290,7 @@ async def test_the_standalone_stream_carries_tool_list_changes(served, http):
 
 
 async def test_get_without_sse_in_accept_is_406(served, http):
+    """The standalone stream is SSE only; a client that cannot read SSE is told so."""
     session = await open_session(served, http)
     refused = await http.get(served.url, headers={**session, "Accept": "application/json"})
     assert_error(refused, 406, -32600)
@@ -316,6 +328,7 @@ async def test_a_body_that_is_not_json_content_is_refused(served, http, era):
     [(LEGACY, -32602), (MODERN, -32600)],  # 2025: the SDK reports a failed message validation as invalid params
 )
 async def test_a_body_that_is_not_one_jsonrpc_message_is_400(served, http, era, code):
+    """Batches are not accepted and a stranger object is not a message; the id stays null (nothing to echo)."""
     headers = await open_session(served, http) if era == LEGACY else modern_headers(served, "tools/list")
     batch = await http.post(served.url, json=[request("tools/list")], headers=headers)
     stranger = await http.post(served.url, json={"hello": "world"}, headers=headers)
@@ -325,6 +338,7 @@ async def test_a_body_that_is_not_one_jsonrpc_message_is_400(served, http, era, 
 
 
 async def test_client_responses_and_notifications_are_accepted_with_202(served, http):
+    """Anything without an id to answer gets 202 and no body, even responses nobody asked for."""
     session = await open_session(served, http)
     posted = [
         {"jsonrpc": "2.0", "id": 999, "result": {}},
@@ -341,6 +355,7 @@ async def test_client_responses_and_notifications_are_accepted_with_202(served, 
 
 
 async def test_ping_answers_an_empty_result_and_ids_come_back_verbatim(served, http):
+    """Clients match answers by id: a string stays a string (even '77'), an int an int, 0 included."""
     session = await open_session(served, http)
     for id in ("p-1", 77, 0, "77"):
         pinged = await http.post(served.url, json=request("ping", id), headers=session)
@@ -350,6 +365,7 @@ async def test_ping_answers_an_empty_result_and_ids_come_back_verbatim(served, h
 
 
 async def test_a_call_with_a_progress_token_streams_progress_then_its_result(served, http):
+    """Progress needs SSE; values only grow, the last one precedes the result; no token, no progress."""
     session = await open_session(served, http)
     call = request("tools/call", "call-1", name="noisy", arguments={}, _meta={"progressToken": "tok"})
     streamed = await http.post(served.url, json=call, headers=session)
@@ -372,6 +388,7 @@ async def test_a_call_with_a_progress_token_streams_progress_then_its_result(ser
 
 @pytest.mark.parametrize(("action", "expected"), [("accept", "refunded inv-9"), ("decline", "refund declined")])
 async def test_a_tool_elicits_on_the_calls_stream_and_the_answer_is_posted_back(served, http, action, expected):
+    """Live 2025 elicitation: the request rides the call's stream, the answer is a separate POST (202)."""
     session = await open_session(served, http, elicitation={"form": {}})
     call = request("tools/call", 5, name="billing.refund", arguments={"id": "inv-9"})
     seen: list[dict[str, Any]] = []
@@ -397,6 +414,7 @@ async def test_a_tool_elicits_on_the_calls_stream_and_the_answer_is_posted_back(
 
 
 async def test_cancelled_notification_stops_the_call_and_the_session_keeps_serving(served, http):
+    """``notifications/cancelled`` runs the handler's cleanup, ends the call's stream and nothing else."""
     session = await open_session(served, http)
     seen: list[dict[str, Any]] = []
     async with http.stream("POST", served.url, json=request("tools/call", 7, name="stall"), headers=session) as stream:
@@ -440,6 +458,7 @@ def modern_call(tool: str, arguments: dict[str, Any], id: str | int = 1, **meta:
 
 
 async def test_modern_list_and_call_answer_complete_results_with_server_info(served, http):
+    """The 2026 shapes a client reads: ``resultType`` and serverInfo in ``_meta``; no session id."""
     listed = await http.post(
         served.url, json=modern_request("tools/list", "l-1"), headers=modern_headers(served, "tools/list")
     )
@@ -471,6 +490,7 @@ async def test_modern_list_and_call_answer_complete_results_with_server_info(ser
     ],
 )
 async def test_modern_headers_must_match_the_body(served, http, headers):
+    """Routing headers that disagree with the body (or are absent) are refused before anything runs."""
     sent = modern_headers(served, "tools/call", "echo")
     sent = {**without(sent, *headers), **{k: v for k, v in headers.items() if v is not None}}
     refused = await http.post(served.url, json=modern_call("echo", {"text": "hi"}, 3), headers=sent)
@@ -481,6 +501,7 @@ async def test_modern_headers_must_match_the_body(served, http, headers):
 
 @pytest.mark.parametrize("second", ["tools/call", "tools/list"])
 async def test_a_duplicated_mcp_method_header_is_refused(served, http, second):
+    """Two ``Mcp-Method`` headers are ambiguous to any intermediary, so refused even when they agree."""
     sent = [*modern_headers(served, "tools/call", "echo").items(), ("Mcp-Method", second)]
     refused = await http.post(served.url, json=modern_call("echo", {"text": "hi"}), headers=sent)
     assert_error(refused, 400, -32020)
@@ -495,6 +516,7 @@ async def test_a_duplicated_mcp_method_header_is_refused(served, http, second):
     ],
 )
 async def test_a_modern_request_without_its_envelope_is_400_invalid_params(served, http, meta):
+    """The 2026 ``_meta`` envelope (version and client capabilities) is required on every request."""
     params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hi"}}
     if meta is not None:
         params["_meta"] = meta
@@ -506,6 +528,7 @@ async def test_a_modern_request_without_its_envelope_is_400_invalid_params(serve
 
 
 async def test_an_unsupported_modern_version_is_32022_naming_the_supported_ones(served, http):
+    """-32022 with ``data.supported`` lets a client pick a version; a header/envelope mismatch is -32020."""
     meta = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}
     sent = modern_headers(served, "tools/list", **{"MCP-Protocol-Version": "1999-01-01"})
     refused = await http.post(served.url, json=modern_request("tools/list", 5, meta), headers=sent)
@@ -519,12 +542,14 @@ async def test_an_unsupported_modern_version_is_32022_naming_the_supported_ones(
 
 @pytest.mark.parametrize("method", ["ping", "no/such-method"])
 async def test_a_method_the_modern_wire_lacks_is_404_method_not_found(served, http, method):
+    """2026 has no ``ping``; unknown methods are HTTP 404 with -32601 (not 200 as on 2025 streams)."""
     refused = await http.post(served.url, json=modern_request(method, "m"), headers=modern_headers(served, method))
     assert_error(refused, 404, -32601)
     assert answer(refused)["id"] == "m"
 
 
 async def test_modern_unknown_tool_and_invalid_arguments_are_tool_errors(served, http):
+    """Tool-level mistakes are results with ``isError`` (the model reads them), in fusion's own sentence."""
     unknown = await http.post(
         served.url, json=modern_call("nope", {}, 7), headers=modern_headers(served, "tools/call", "nope")
     )
@@ -542,6 +567,7 @@ async def test_modern_unknown_tool_and_invalid_arguments_are_tool_errors(served,
 
 
 async def test_modern_ids_come_back_verbatim(served, http):
+    """Ids are echoed with their JSON type on the 2026 wire too."""
     for id in ("call-x", 41, 0):
         called = await http.post(
             served.url,
@@ -552,6 +578,7 @@ async def test_modern_ids_come_back_verbatim(served, http):
 
 
 async def test_modern_notifications_are_202_and_get_and_delete_are_405(served, http):
+    """2026 is POST only: no standalone stream, no session to delete, no server request to answer."""
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
     accepted = await http.post(served.url, json=note, headers=modern_headers(served, "notifications/cancelled"))
     got = await http.get(served.url, headers={**modern_headers(served, "tools/list"), "Accept": "text/event-stream"})
@@ -566,6 +593,7 @@ async def test_modern_notifications_are_202_and_get_and_delete_are_405(served, h
 
 
 async def test_a_modern_call_streams_progress_only_when_asked(served, http):
+    """2026 progress: SSE only when a token asks for it, result last; without a token no progress frame."""
     headers = modern_headers(served, "tools/call", "noisy")
     streamed = await http.post(served.url, json=modern_call("noisy", {}, 9, progressToken="tok"), headers=headers)
     plain = await http.post(served.url, json=modern_call("noisy", {}, 10), headers=headers)
@@ -584,6 +612,7 @@ async def test_a_modern_call_streams_progress_only_when_asked(served, http):
 
 @pytest.mark.parametrize("token", [None, "tok"], ids=["json-pending", "sse-streaming"])
 async def test_a_modern_client_hanging_up_cancels_its_call(served, http, token):
+    """On 2026 closing the connection is the cancel, whether or not the response had started."""
     meta = {"progressToken": token} if token else {}
     body = modern_call("stall", {}, 11, **meta)
 
@@ -616,6 +645,7 @@ async def test_a_modern_client_hanging_up_cancels_its_call(served, http, token):
     ],
 )
 async def test_a_modern_input_round_is_answered_by_reposting_with_the_sealed_state(served, http, response, expected):
+    """2026 input: ``input_required`` with opaque sealed state; the re-POST with answers finishes the call."""
     headers = modern_headers(served, "tools/call", "billing.refund")
     first_body = modern_request("tools/call", 12, ELICITING_META, name="billing.refund", arguments={"id": "inv-1"})
     first = await http.post(served.url, json=first_body, headers=headers)
