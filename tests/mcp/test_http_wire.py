@@ -47,10 +47,19 @@ def anyio_backend():
 
 @pytest.fixture
 async def served() -> AsyncIterator[Served]:
-    """The test app on loopback; every test must leave no call running."""
+    """The test app on loopback; every test must leave no call running.
+
+    A call left running fails the test, and is then cancelled: otherwise the server's
+    shutdown would wait on its open request and a transport that broke cancellation
+    would stall the run instead of failing it.
+    """
     async with serve() as s:
         yield s
-        await no_calls_left(s)
+        try:
+            await no_calls_left(s)
+        finally:
+            for call in list(s.app.active_calls):
+                call.cancel()
 
 
 @pytest.fixture
