@@ -97,6 +97,9 @@ _SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 _STANDALONE_BUFFER = 64
+KEEPALIVE_SECONDS = 15.0
+"""A call (or ``GET`` stream) silent this long gets a comment line, and then again every so often,
+so that a proxy's idle-read timeout does not cut it (the SDK's transport does the same)."""
 _ASK_CANCEL_WRITE_TIMEOUT = 1.0
 REQUEST_CANCELLED = -32800
 """The 2025 wire's answer to a request the client (or the session's end) cancelled."""
@@ -104,11 +107,12 @@ _T = TypeVar("_T")
 
 
 def _dump(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification | JSONRPCRequest) -> bytes:
-    """A JSON-RPC message's wire bytes, dumped as the SDK's transports dump it."""
-    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """A JSON-RPC message's wire bytes (``None`` members left out, as the SDK's transports leave them out)."""
     if isinstance(message, JSONRPCError) and message.id is None:
+        body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
         body["id"] = None  # JSON-RPC wants ``id: null`` when the request id is unknown
-    return json.dumps(body, separators=(",", ":")).encode()
+        return json.dumps(body, separators=(",", ":")).encode()
+    return message.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
 def _event(payload: bytes) -> bytes:
@@ -148,26 +152,40 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     scope.cancel()
 
 
-def _watch_for_disconnect(receive: Receive, scope: anyio.CancelScope) -> Callable[[], None]:
-    """Cancel ``scope`` if the client disconnects while the call waits; returns the function that stops watching.
+async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None) -> None:
+    """While a call runs: a keepalive every ``KEEPALIVE_SECONDS``; if its client goes, cancel (2026) or stop (2025)."""
+    while True:
+        with anyio.move_on_after(KEEPALIVE_SECONDS):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if cancel_on_disconnect is not None:
+                cancel_on_disconnect.cancel()
+            return
+        await exchange.keepalive()
 
-    The watcher task starts only once the call has let the loop run (on asyncio: a
-    ``call_soon`` that fires at the loop's next turn). A call that completes
-    without suspending, as most quick tools do, never pays for a task: starting,
-    then cancelling one costs two extra loop turns, about a third of such a call.
+
+def _supervising(
+    exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None
+) -> Callable[[], None]:
+    """Supervise a call (``_supervise``) once it has let the loop run; returns the function that stops it.
+
+    The supervisor starts only at the loop's next turn (on asyncio: a ``call_soon``).
+    A call that completes without suspending, as most quick tools do, never pays for
+    a task: starting, then cancelling one costs two extra loop turns, about a third
+    of such a call.
     """
-    watch = partial(_cancel_on_disconnect, receive, scope)
+    supervise = partial(_supervise, exchange, receive, cancel_on_disconnect)
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # trio: no loop turn to wait for
-        return spawn(watch, "fusion-nb disconnect watch").cancel
-    cancel_watcher: list[Callable[[], None]] = []
-    start = loop.call_soon(lambda: cancel_watcher.append(spawn(watch, "fusion-nb disconnect watch").cancel))
+        return spawn(supervise, "fusion-nb call supervisor").cancel
+    cancel_supervisor: list[Callable[[], None]] = []
+    start = loop.call_soon(lambda: cancel_supervisor.append(spawn(supervise, "fusion-nb call supervisor").cancel))
 
     def stop() -> None:
         start.cancel()
-        if cancel_watcher:
-            cancel_watcher[0]()
+        if cancel_supervisor:
+            cancel_supervisor[0]()
 
     return stop
 
@@ -201,6 +219,8 @@ class PostExchange:
         self.message_metadata = ServerMessageMetadata(request_context=request, can_send_request=can_ask)
         self.streaming = False
         self.closed = False
+        self._answered = False
+        self._lock: anyio.Lock | None = None
         self._cancel_requested: anyio.Event | None = None
 
     @property
@@ -244,10 +264,28 @@ class PostExchange:
 
     async def emit(self, payload: bytes) -> None:
         """Write one event, committing the response to an event stream first if needed."""
+        async with self._writing():
+            await self._stream(_event(payload))
+
+    async def keepalive(self) -> None:
+        """A comment line on a call that has been silent, so that no proxy's idle-read timeout cuts it."""
+        async with self._writing():
+            if not self.closed:
+                await self._stream(b": ping\r\n\r\n")
+
+    def _writing(self) -> anyio.Lock:
+        """The lock ordering the call's writes with the supervisor's (made once either writes)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
+
+    async def _stream(self, chunk: bytes) -> None:
+        if self._answered:
+            return
         if not self.streaming:
             self.streaming = True
             await self._send({"type": "http.response.start", "status": 200, "headers": self._headers(_SSE_HEADERS)})
-        await self._send({"type": "http.response.body", "body": _event(payload), "more_body": True})
+        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     def _headers(self, fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
         if self._session is None:
@@ -273,6 +311,14 @@ class PostExchange:
         return True
 
     async def _finish(self, payload: bytes, error_code: int | None) -> None:
+        if self._lock is None:  # nothing else has written, and nothing will: ``closed`` is set
+            await self._answer(payload, error_code)
+        else:
+            async with self._lock:
+                await self._answer(payload, error_code)
+
+    async def _answer(self, payload: bytes, error_code: int | None) -> None:
+        self._answered = True
         if self.streaming:
             await self._send({"type": "http.response.body", "body": _event(payload), "more_body": False})
             return
@@ -548,12 +594,12 @@ class StreamableEndpoint:
         exchange = PostExchange(send, request, message.id, message.params, session=None, modern=True)
         runner: ServerRunner[Any] = ServerRunner(self.server, connection, self.sessions.lifespan_state)
         cancel = anyio.CancelScope()
-        stop_watching = _watch_for_disconnect(receive, cancel)
+        stop_supervising = _supervising(exchange, receive, cancel)
         try:
             with cancel:
                 await exchange.run(runner, message.method, message.params)
         finally:
-            stop_watching()
+            stop_supervising()
             await aclose_shielded(connection)
         if not exchange.closed:
             log.debug("MCP client disconnected during %s (id %r); the call was cancelled", message.method, message.id)
@@ -627,7 +673,7 @@ class StreamableEndpoint:
             await refusal(scope, receive, send)
             return
         if method == "POST":
-            await self._post(request, session, owner, send)
+            await self._post(request, session, owner, receive, send)
         elif session is None and method in ("GET", "DELETE"):
             await _refuse(send, 400, "Bad Request: Missing session ID")
         elif method == "GET":
@@ -640,7 +686,9 @@ class StreamableEndpoint:
         else:
             await _refuse(send, 405, "Method Not Allowed", allow="GET, POST, DELETE")
 
-    async def _post(self, request: Request, session: Session | None, owner: object, send: Send) -> None:
+    async def _post(
+        self, request: Request, session: Session | None, owner: object, receive: Receive, send: Send
+    ) -> None:
         has_json, has_sse = check_accept_headers(request)
         if not (has_json and has_sse):
             await _refuse(send, 406, "Not Acceptable: Client must accept both application/json and text/event-stream")
@@ -676,20 +724,25 @@ class StreamableEndpoint:
             await self._received(session, request, message)
             return
         exchange = PostExchange(send, request, message.id, message.params, session=session, modern=False)
-        answered = await self._serve(session, exchange, message)
+        answered = await self._serve(session, exchange, message, receive)
         if opening and not answered:
             await self.sessions.end(session)  # a failed initialize establishes nothing
 
-    async def _serve(self, session: Session, exchange: PostExchange, message: JSONRPCRequest) -> bool:
-        """Run one request of ``session`` in this task; cancellable by ``notifications/cancelled``."""
+    async def _serve(self, session: Session, exchange: PostExchange, message: JSONRPCRequest, receive: Receive) -> bool:
+        """Run one request of ``session`` in this task; cancellable by ``notifications/cancelled``.
+
+        Its client disconnecting does not cancel it (that era's rule).
+        """
         scope = anyio.CancelScope()
         session.calls[message.id] = (scope, exchange)
         session.busy += 1
         answered = False
+        stop_supervising = _supervising(exchange, receive, None)
         try:
             with scope:
                 answered = await exchange.run(session.runner, message.method, message.params)
         finally:
+            stop_supervising()
             if session.calls.get(message.id, (None, None))[1] is exchange:
                 del session.calls[message.id]
             session.busy -= 1
@@ -728,8 +781,15 @@ class StreamableEndpoint:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 async with anyio.create_task_group() as group:
                     group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
-                    async for payload in reader:
-                        await send({"type": "http.response.body", "body": _event(payload), "more_body": True})
+                    while True:
+                        with anyio.move_on_after(KEEPALIVE_SECONDS) as quiet:
+                            try:
+                                chunk = _event(await reader.receive())
+                            except anyio.EndOfStream:
+                                break
+                        if quiet.cancelled_caught:
+                            chunk = b": ping\r\n\r\n"
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     group.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})

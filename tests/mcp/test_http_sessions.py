@@ -12,6 +12,7 @@ import httpx
 import pytest
 from http_serving import INIT, serve
 
+from fusion_nb.mcp import streamable
 from fusion_nb.mcp.streamable import _lookup
 
 pytestmark = pytest.mark.anyio
@@ -146,3 +147,44 @@ async def test_a_2025_call_runs_on_after_its_client_disconnects():
         assert not result.is_error and result.value == "cleaned"
         assert (await http.post(served.url, json=listing(), headers=served.headers(**session))).status_code == 200
     assert served.app.active_calls == []
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_a_silent_call_streams_keepalives_until_its_answer(monkeypatch, era):
+    """A proxy's idle-read timeout must not cut a long quiet call: it gets comment lines, then its answer."""
+    monkeypatch.setattr(streamable, "KEEPALIVE_SECONDS", 0.05)
+    async with serve() as served, httpx.AsyncClient(timeout=30) as http:
+        params = {"name": "cleaned", "arguments": {}}
+        if era == "2025-11-25":
+            headers = served.headers(**await open_session(http, served))
+        else:
+            params["_meta"] = MODERN_META
+            headers = served.headers(**{"MCP-Protocol-Version": era, "Mcp-Method": "tools/call", "Mcp-Name": "cleaned"})
+        call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params}
+        async with http.stream("POST", served.url, json=call, headers=headers) as response:
+            assert response.headers["content-type"] == "text/event-stream"
+            chunks = response.aiter_text()
+            seen = ""
+            while seen.count(": ping") < 2:
+                seen += await chunks.__anext__()
+            served.probe["cleaned"].set()
+            async for chunk in chunks:
+                seen += chunk
+        *_, answer = seen.split("event: message")
+        assert '"id":4' in answer and '"text":"cleaned"' in answer
+    assert served.app.active_calls == []
+
+
+async def test_the_standalone_stream_sends_keepalives(monkeypatch):
+    monkeypatch.setattr(streamable, "KEEPALIVE_SECONDS", 0.05)
+    async with serve() as served, httpx.AsyncClient(timeout=30) as http:
+        session = await open_session(http, served)
+        headers = {**served.headers(**session), "Accept": "text/event-stream"}
+        async with http.stream("GET", served.url, headers=headers) as stream:
+            assert stream.headers["content-type"] == "text/event-stream"
+            seen = ""
+            async for chunk in stream.aiter_text():
+                seen += chunk
+                if seen.count(": ping") >= 2:
+                    break
+        assert (await http.delete(served.url, headers=served.headers(**session))).status_code == 200
