@@ -318,6 +318,8 @@ class PostExchange:
                 await self._answer(payload, error_code)
 
     async def _answer(self, payload: bytes, error_code: int | None) -> None:
+        if self._answered:  # one answer per request, whatever ends it
+            return
         self._answered = True
         if self.streaming:
             await self._send({"type": "http.response.body", "body": _event(payload), "more_body": False})
