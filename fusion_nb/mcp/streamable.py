@@ -107,12 +107,15 @@ _T = TypeVar("_T")
 
 
 def _dump(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification | JSONRPCRequest) -> bytes:
-    """A JSON-RPC message's wire bytes (``None`` members left out, as the SDK's transports leave them out)."""
+    """A JSON-RPC message's wire bytes, as the SDK's 2026 entry writes them.
+
+    ``json.dumps`` writes ASCII, escaping what a client sent: a lone surrogate in the
+    arguments (valid JSON, not valid UTF-8) comes back escaped, never as a 500.
+    """
+    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(message, JSONRPCError) and message.id is None:
-        body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
         body["id"] = None  # JSON-RPC wants ``id: null`` when the request id is unknown
-        return json.dumps(body, separators=(",", ":")).encode()
-    return message.model_dump_json(by_alias=True, exclude_none=True).encode()
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _event(payload: bytes) -> bytes:
@@ -697,7 +700,7 @@ class StreamableEndpoint:
             return
         body = await request.body()
         try:
-            raw = json.loads(body)
+            raw = json.loads(body.decode())  # strict UTF-8: no byte-order mark, as the SDK's transport reads it
         except (ValueError, RecursionError) as exc:
             await _refuse(send, 400, f"Parse error: {exc}", PARSE_ERROR)
             return
