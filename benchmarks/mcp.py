@@ -6,7 +6,10 @@ which lists tools first so ``call_tool`` never re-lists. All servers are connect
 once and take turns in blocks of ``--block`` calls, in a rotating order, so machine
 noise hits them alike; read the ratios, not the absolute times. ``--block 1``
 alternates every call: each server then runs with caches cooled by the others
-(FastMCP's much larger path mostly), which penalises the lighter servers.
+(FastMCP's much larger path mostly), which penalises the larger paths.
+
+A last table is the ratio issue 11 names: fusion-nb and the SDK's bare server with its
+default middleware alone, alternating call by call.
 
 Run: ``.venv/bin/python benchmarks/mcp.py [--calls N] [--warmup N] [--block N]``.
 """
@@ -93,8 +96,10 @@ BASELINE = "lowlevel (default, OTel)"
 PATHS = {"2026 in-memory direct": "auto", "2025 in-memory (handshake)": "legacy"}
 
 
-async def bench_path(mode: str, calls: int, warmup: int, block: int) -> dict[str, list[float]]:
-    names = list(SERVERS)
+async def bench_path(
+    mode: str, calls: int, warmup: int, block: int, names: list[str] | None = None
+) -> dict[str, list[float]]:
+    names = names or list(SERVERS)
     async with contextlib.AsyncExitStack() as stack:
         clients = {name: await stack.enter_async_context(Client(SERVERS[name](), mode=mode)) for name in names}
         for client in clients.values():
@@ -136,12 +141,29 @@ def table(title: str, latencies: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
+def pair_table(title: str, latencies: dict[str, list[float]]) -> str:
+    """fusion-nb against the baseline alone: p50 and mean latency ratios."""
+    fusion, base = latencies["fusion-nb"], latencies[BASELINE]
+    fusion_p50, base_p50 = statistics.median(fusion), statistics.median(base)
+    mean = statistics.mean(fusion) / statistics.mean(base)
+    return f"| {title} | {fusion_p50 * 1e6:,.0f} | {base_p50 * 1e6:,.0f} | {fusion_p50 / base_p50:.2f} | {mean:.2f} |"
+
+
 async def main(calls: int, warmup: int, block: int) -> None:
     import jsonschema
 
     for title, mode in PATHS.items():
         print(table(f"{title}, {calls} calls per server", await bench_path(mode, calls, warmup, block)))
         print()
+    # The in-memory ratio of issue 11: the two servers alone, alternating every call. In the
+    # table above FastMCP's much larger path runs between them and cools the caches of the
+    # larger of the two (fusion-nb's engine) more than the bare handler's.
+    print(f"### fusion-nb and {BASELINE} alone, alternating every call, {calls} calls each")
+    print()
+    print("| path | fusion-nb p50 µs | lowlevel p50 µs | p50 ratio | mean ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for title, mode in PATHS.items():
+        print(pair_table(title, await bench_path(mode, calls, warmup, 1, ["fusion-nb", BASELINE])))
 
 
 if __name__ == "__main__":
