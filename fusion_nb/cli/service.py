@@ -98,7 +98,12 @@ class HttpService:
         self.sock = sock
         self.drain_timeout = drain_timeout
         self.log = log
-        self.uvicorn = _announcing_server(self.service, timeout_graceful_shutdown=2, access_log=False)
+        self.uvicorn = _announcing_server(
+            self.service,
+            before_drain=getattr(asgi.state, "end_streams", None),
+            timeout_graceful_shutdown=2,
+            access_log=False,
+        )
         self._drain_task: asyncio.Task[None] | None = None
 
     async def serve(self, on_ready: Callable[[], None] | None = None) -> None:
@@ -160,7 +165,7 @@ def _announcing_server(asgi: Any, **config: Any) -> Any:
                 self.on_started()
 
     plain = in_loop_server(asgi, **config)  # the package's defaults for an in-loop server
-    return AnnouncingServer(plain.config)
+    return AnnouncingServer(plain.config, plain.before_drain)
 
 
 def log_to_stderr(message: str) -> None:

@@ -37,6 +37,7 @@ import itertools
 import json
 import logging
 import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
@@ -211,9 +212,11 @@ class PostExchange:
         *,
         session: Session | None,
         modern: bool,
+        opening: bool = False,
     ) -> None:
         self._send = send
         self._session = session
+        self._opening = opening  # a failed opening request names no session (it is ended)
         self._modern = modern
         self.request_id = request_id
         self.progress_token = progress_token_from_params(params)
@@ -290,8 +293,8 @@ class PostExchange:
             await self._send({"type": "http.response.start", "status": 200, "headers": self._headers(_SSE_HEADERS)})
         await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-    def _headers(self, fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        if self._session is None:
+    def _headers(self, fields: list[tuple[bytes, bytes]], failed: bool = False) -> list[tuple[bytes, bytes]]:
+        if self._session is None or (failed and self._opening):
             return fields
         return [*fields, (_SESSION_HEADER_BYTES, self._session.id.encode())]
 
@@ -328,7 +331,7 @@ class PostExchange:
             await self._send({"type": "http.response.body", "body": _event(payload), "more_body": False})
             return
         status = ERROR_CODE_HTTP_STATUS.get(error_code, 200) if self._modern and error_code is not None else 200
-        await _respond(self._send, status, payload, self._headers([]))
+        await _respond(self._send, status, payload, self._headers([], failed=error_code is not None))
 
     async def end_cancelled(self) -> None:
         """End a cancelled 2025 request's response with ``-32800 Request cancelled``.
@@ -357,15 +360,22 @@ class _Answer:
             self.arrived.set()
 
 
+_DECIMAL_ID = re.compile(r"-?[0-9]{1,20}")
+
+
 def _lookup(table: Mapping[RequestId, _T], request_id: RequestId | None) -> _T | None:
-    """``table[request_id]``, matching ``7`` and ``"7"`` as the same id (peers differ in how they echo ids)."""
+    """``table[request_id]``, matching ``7`` and ``"7"`` as the same id (peers differ in how they echo ids).
+
+    Only a plain ASCII decimal of at most 20 digits is read as a number: whatever
+    else a client sends (``"²"``, ``"--1"``, 5,000 digits) is just an id nothing waits for.
+    """
     if request_id is None:
         return None
     found = table.get(request_id)
     if found is None:
         if isinstance(request_id, int):
             found = table.get(str(request_id))
-        elif request_id.lstrip("-").isdigit():
+        elif _DECIMAL_ID.fullmatch(request_id):
             found = table.get(int(request_id))
     return found
 
@@ -462,7 +472,7 @@ class Session:
     def cancel(self, params: Mapping[str, Any] | None) -> None:
         """``notifications/cancelled``: cancel the call it names (a finished or unknown one is ignored)."""
         running = _lookup(self.calls, cancelled_request_id_from_params(params))
-        if running is not None:
+        if running is not None and not running[1].closed:  # a call with its result in hand is not undone
             scope, exchange = running
             exchange.cancel_requested.set()
             scope.cancel()
@@ -484,6 +494,11 @@ class Session:
     @property
     def has_standalone_stream(self) -> bool:
         return self._standalone is not None
+
+    def end_stream(self) -> None:
+        """End the ``GET`` stream, if one is open (its response ends cleanly)."""
+        if self._standalone is not None:
+            self._standalone.close()
 
     async def end(self) -> None:
         """End the session: cancel its calls, fail its questions, close its stream, run its cleanup."""
@@ -523,6 +538,11 @@ class Sessions:
         self._live[session.id] = session
         return session
 
+    def end_streams(self) -> None:
+        """End every session's ``GET`` stream: a stopping server has nothing to drain there."""
+        for session in self._live.values():
+            session.end_stream()
+
     async def end(self, session: Session) -> None:
         """Forget ``session`` (its id answers 404 from now on) and end it."""
         self._live.pop(session.id, None)
@@ -546,7 +566,7 @@ class Sessions:
     async def _sweep(self, idle_timeout: float) -> None:
         """End sessions with nothing in flight for ``idle_timeout`` seconds (checked a few times per timeout)."""
         while True:
-            await anyio.sleep(min(idle_timeout / 4, 60.0))
+            await anyio.sleep(min(max(idle_timeout / 4, 0.05), 60.0))
             horizon = anyio.current_time() - idle_timeout
             for session in list(self._live.values()):
                 if session.busy == 0 and session.idle_since <= horizon:
@@ -571,6 +591,10 @@ class StreamableEndpoint:
         self.security = TransportSecurityMiddleware(security)
         self.sessions = Sessions(server, max_sessions=max_sessions, idle_timeout=idle_timeout)
         self._header_maps: dict[str, tuple[object, bool]] = {}
+
+    def end_streams(self) -> None:
+        """End the sessions' ``GET`` streams (a stopping server calls this before it drains)."""
+        self.sessions.end_streams()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Route by era the way the SDK does: a non-handshake ``MCP-Protocol-Version`` is 2026-07-28."""
@@ -728,7 +752,9 @@ class StreamableEndpoint:
             await _respond(send, 202, b"", [(_SESSION_HEADER_BYTES, session.id.encode())])
             await self._received(session, request, message)
             return
-        exchange = PostExchange(send, request, message.id, message.params, session=session, modern=False)
+        exchange = PostExchange(
+            send, request, message.id, message.params, session=session, modern=False, opening=opening
+        )
         answered = await self._serve(session, exchange, message, receive)
         if opening and not answered:
             await self.sessions.end(session)  # a failed initialize establishes nothing

@@ -14,19 +14,34 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
 
 
 class InLoopServer(uvicorn.Server):
-    """A ``uvicorn.Server`` that does not capture signals; stop it with ``should_exit = True``."""
+    """A ``uvicorn.Server`` that does not capture signals; stop it with ``should_exit = True``.
+
+    ``before_drain`` runs when it starts stopping, before uvicorn waits for the requests in
+    flight: ``http_app`` ends its long-lived ``GET`` streams there, which have nothing to
+    finish and would otherwise hold the stop for the whole drain.
+    """
+
+    def __init__(self, config: uvicorn.Config, before_drain: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.before_drain = before_drain
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         """Leave the host's signal handlers alone (the kernel's interrupt button keeps working)."""
         yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop: first ``before_drain``, then uvicorn's drain (``DRAIN_SECONDS``) and lifespan end."""
+        if self.before_drain is not None:
+            self.before_drain()
+        await super().shutdown(sockets)
 
 
 def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -57,11 +72,12 @@ disconnects, as that era's spec asks) would hold ``%fusion serve``'s stop foreve
 """
 
 
-def in_loop_server(asgi: ASGIApp, **config: object) -> InLoopServer:
+def in_loop_server(asgi: ASGIApp, before_drain: Callable[[], None] | None = None, **config: object) -> InLoopServer:
     """An ``InLoopServer`` for ``asgi``; run it with ``await server.serve(sockets=[sock])``.
 
-    Stopping it (``should_exit = True``) drains: requests in flight get ``DRAIN_SECONDS``
-    to finish, then they are cancelled (their cleanup runs).
+    Stopping it (``should_exit = True``) drains: ``before_drain`` runs (for an ``http_app``:
+    its ``GET`` streams end), requests in flight get ``DRAIN_SECONDS`` to finish, then they
+    are cancelled (their cleanup runs).
 
     uvicorn's ``http="auto"`` parses with httptools (a fusion-nb dependency): the
     pure-Python h11 parser costs about a fifth of a trivial call.
@@ -69,4 +85,6 @@ def in_loop_server(asgi: ASGIApp, **config: object) -> InLoopServer:
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
     config.setdefault("timeout_graceful_shutdown", DRAIN_SECONDS)
-    return InLoopServer(uvicorn.Config(asgi, **config))  # type: ignore[arg-type]
+    if before_drain is None:  # an ``http_app`` says how to end its streams
+        before_drain = getattr(getattr(asgi, "state", None), "end_streams", None)
+    return InLoopServer(uvicorn.Config(asgi, **config), before_drain)  # type: ignore[arg-type]

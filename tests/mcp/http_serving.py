@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx2
@@ -43,6 +43,7 @@ class Served:
     def __init__(self, url: str, token: str | None, app: Fusion, probe: Probe, asgi: Any) -> None:
         self.url, self.token, self.app, self.probe, self.asgi = url, token, app, probe, asgi
         self.base = url.rsplit("/", 1)[0]
+        self.stop: Callable[[], Awaitable[None]]
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {**JSON_HEADERS, "Authorization": f"Bearer {self.token}", **extra}
@@ -66,10 +67,16 @@ async def serve(app: Fusion | None = None, probe: Probe | None = None, **options
     port = sock.getsockname()[1]
     server = in_loop_server(asgi)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe or Probe(), asgi)
-    finally:
+    served = Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe or Probe(), asgi)
+
+    async def stop() -> None:
         server.should_exit = True
         await task
+
+    served.stop = stop  # stop serving before the block ends (the test then watches what stopping does)
+    try:
+        yield served
+    finally:
+        await stop()
         sock.close()
         await app.aclose()

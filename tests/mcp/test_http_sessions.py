@@ -7,13 +7,16 @@ answers. Real loopback HTTP (asyncio: uvicorn).
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import httpx
 import pytest
+from fusion_mcp_testapp import make_app
 from http_serving import INIT, serve
 
-from fusion_nb.mcp import streamable
-from fusion_nb.mcp.streamable import _lookup
+from fusion_nb.mcp import mcp_server, streamable
+from fusion_nb.mcp.streamable import PostExchange, Session, _lookup
 
 pytestmark = pytest.mark.anyio
 
@@ -188,3 +191,60 @@ async def test_the_standalone_stream_sends_keepalives(monkeypatch):
                 if seen.count(": ping") >= 2:
                     break
         assert (await http.delete(served.url, headers=served.headers(**session))).status_code == 200
+
+
+async def test_a_stopping_server_ends_get_streams_at_once_instead_of_draining_them(caplog):
+    """An idle GET stream has nothing to finish: stopping does not wait the drain out for it, nor log an error."""
+    async with httpx.AsyncClient(timeout=30) as http, serve() as served:
+        session = await open_session(http, served)
+        headers = {**served.headers(**session), "Accept": "text/event-stream"}
+        ended = anyio.Event()
+
+        async def listen() -> None:
+            async with http.stream("GET", served.url, headers=headers) as stream:
+                assert stream.status_code == 200
+                async for _ in stream.aiter_bytes():
+                    pass
+            ended.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(listen)
+            with anyio.fail_after(10):
+                while not served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"]).has_standalone_stream:
+                    await anyio.sleep(0.01)
+            started = anyio.current_time()
+            await served.stop()
+            with anyio.fail_after(10):
+                await ended.wait()
+        assert anyio.current_time() - started < 2.5  # the drain (DRAIN_SECONDS, 5 s) was not waited out
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_failed_initialize_names_no_session_and_a_late_cancel_undoes_no_result():
+    async with serve() as served, httpx.AsyncClient() as http:
+        broken = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        refused = await http.post(served.url, json=broken, headers=served.headers())
+        assert "error" in refused.json() and "mcp-session-id" not in refused.headers
+        assert len(served.asgi.state.endpoint.sessions) == 0
+    app, _ = make_app()
+    session = Session(mcp_server(app), {}, None)
+    exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
+    scope = anyio.CancelScope()
+    session.calls[3] = (scope, exchange)
+    exchange.closed = True  # its handler has returned: the answer is being written
+    session.cancel({"requestId": 3})
+    assert not scope.cancel_called
+    exchange.closed = False
+    session.cancel({"requestId": "3"})
+    assert scope.cancel_called and exchange.cancel_requested.is_set()
+    await app.aclose()
+
+
+async def _no_send(message) -> None:
+    pass
+
+
+def _request():
+    from starlette.requests import Request
+
+    return Request({"type": "http", "method": "POST", "headers": [], "path": "/mcp", "query_string": b""})
