@@ -1,4 +1,7 @@
-"""Defects found reviewing ``StreamableEndpoint`` (fusion_nb/mcp/streamable.py): reproductions that fail today.
+"""Regression tests for defects a review of ``StreamableEndpoint`` (fusion_nb/mcp/streamable.py) found.
+
+An answer or a cancel naming an odd string id (``"²"``, ``"--1"``, 5,000 digits) was a
+``ValueError`` traceback in the server log; it is now an id nothing waits for.
 
 Real loopback uvicorn (``serve()``), raw ``httpx``; asyncio only.
 """
