@@ -248,3 +248,32 @@ def _request():
     from starlette.requests import Request
 
     return Request({"type": "http", "method": "POST", "headers": [], "path": "/mcp", "query_string": b""})
+
+
+async def test_a_call_that_completes_at_once_starts_no_supervisor(monkeypatch):
+    """The fast path's promise: a quick tool's POST runs in its own task and nothing else (no task, no loop turn)."""
+    started: list[str] = []
+    real_spawn = streamable.spawn
+
+    def counting_spawn(fn, name, *args, **kwargs):
+        started.append(name)
+        return real_spawn(fn, name, *args, **kwargs)
+
+    monkeypatch.setattr(streamable, "spawn", counting_spawn)
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        params = {"name": "echo", "arguments": {"text": "x"}}
+        routing = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+        for number in range(20):
+            legacy = {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
+            modern = {**legacy, "params": {**params, "_meta": MODERN_META}}
+            assert (await http.post(served.url, json=legacy, headers=served.headers(**session))).status_code == 200
+            assert (await http.post(served.url, json=modern, headers=served.headers(**routing))).status_code == 200
+        assert started == []
+        stall = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "stall", "arguments": {}}}
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: http.post(served.url, json=stall, headers=served.headers(**session)))
+            await served.probe["entered"].wait()
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
+            await http.post(served.url, json=cancel, headers=served.headers(**session))
+        assert started == ["fusion-nb call supervisor"]  # a call that waits is supervised
