@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import httpx
 import httpx2
 from fusion_mcp_testapp import Probe, make_app
 from mcp import Client
@@ -80,3 +82,43 @@ async def serve(app: Fusion | None = None, probe: Probe | None = None, **options
         await stop()
         sock.close()
         await app.aclose()
+
+
+async def open_session(http: httpx.AsyncClient, served: Served, **capabilities: Any) -> dict[str, str]:
+    """Open a 2025-11-25 session (declaring ``capabilities``) and send ``initialized``; the session's headers."""
+    init = {**INIT, "params": {**INIT["params"], "capabilities": capabilities}}  # type: ignore[dict-item]
+    opened = await http.post(served.url, json=init, headers=served.headers())
+    assert opened.status_code == 200, opened.text
+    session = {"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
+    return session
+
+
+class Records(logging.Handler):
+    """Every log record at ``level`` or above that reaches the loggers it is attached to."""
+
+    def __init__(self, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def server_errors() -> Iterator[list[logging.LogRecord]]:
+    """ERROR records of uvicorn ("Exception in ASGI application") and fusion-nb while the block runs.
+
+    Enter it once the server runs: uvicorn's logging config replaces the handlers of its loggers,
+    and its loggers do not propagate to the root (pytest's ``caplog`` never sees them).
+    """
+    collect = Records(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "fusion_nb")]
+    for logger in loggers:
+        logger.addHandler(collect)
+    try:
+        yield collect.records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(collect)

@@ -14,7 +14,7 @@ import random
 import anyio
 import httpx
 import pytest
-from http_serving import INIT, serve
+from http_serving import INIT, Records, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -30,15 +30,8 @@ def anyio_backend():
     return "asyncio"  # uvicorn and raw asyncio sockets
 
 
-class Records(logging.Handler):
+class Logs(Records):
     """Every log record at INFO or above, from the root logger and uvicorn's own (which do not propagate)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
     def of(self, name: str) -> list[str]:
         return [r.getMessage() for r in self.records if r.name == name]
@@ -55,7 +48,7 @@ class Records(logging.Handler):
 
 @pytest.fixture
 def logs():
-    handler = Records()
+    handler = Logs()
     loggers = [logging.getLogger(), logging.getLogger("uvicorn.error"), logging.getLogger("uvicorn")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 from fusion_mcp_testapp import make_app
-from http_serving import INIT, serve
+from http_serving import INIT, open_session, serve, server_errors
 
 from fusion_nb.mcp import mcp_server, streamable
 from fusion_nb.mcp.streamable import PostExchange, Session, _lookup
@@ -30,15 +30,6 @@ MODERN_META = {
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-async def open_session(http: httpx.AsyncClient, served) -> dict[str, str]:
-    opened = await http.post(served.url, json=INIT, headers=served.headers())
-    assert opened.status_code == 200, opened.text
-    session = {**LEGACY, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
-    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
-    return session
 
 
 def listing(number: int = 2) -> dict:
@@ -193,8 +184,12 @@ async def test_the_standalone_stream_sends_keepalives(monkeypatch):
         assert (await http.delete(served.url, headers=served.headers(**session))).status_code == 200
 
 
-async def test_a_stopping_server_ends_get_streams_at_once_instead_of_draining_them(caplog):
-    """An idle GET stream has nothing to finish: stopping does not wait the drain out for it, nor log an error."""
+async def test_a_stopping_server_ends_get_streams_at_once_instead_of_draining_them():
+    """An idle GET stream has nothing to finish: stopping ends it cleanly first (no drain, no error).
+
+    Without that, uvicorn waits out its drain and then cancels the stream: the client gets a
+    cut chunked body and the server logs "Exception in ASGI application".
+    """
     async with httpx.AsyncClient(timeout=30) as http, serve() as served:
         session = await open_session(http, served)
         headers = {**served.headers(**session), "Accept": "text/event-stream"}
@@ -203,21 +198,20 @@ async def test_a_stopping_server_ends_get_streams_at_once_instead_of_draining_th
         async def listen() -> None:
             async with http.stream("GET", served.url, headers=headers) as stream:
                 assert stream.status_code == 200
-                async for _ in stream.aiter_bytes():
+                async for _ in stream.aiter_bytes():  # a cut body raises httpx.RemoteProtocolError here
                     pass
             ended.set()
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(listen)
-            with anyio.fail_after(10):
-                while not served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"]).has_standalone_stream:
-                    await anyio.sleep(0.01)
-            started = anyio.current_time()
-            await served.stop()
-            with anyio.fail_after(10):
-                await ended.wait()
-        assert anyio.current_time() - started < 2.5  # the drain (DRAIN_SECONDS, 5 s) was not waited out
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        with server_errors() as errors:
+            async with anyio.create_task_group() as group:
+                group.start_soon(listen)
+                with anyio.fail_after(10):
+                    while not served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"]).has_standalone_stream:
+                        await anyio.sleep(0.01)
+                await served.stop()
+                with anyio.fail_after(10):
+                    await ended.wait()
+        assert errors == []
 
 
 async def test_a_failed_initialize_names_no_session_and_a_late_cancel_undoes_no_result():

@@ -8,14 +8,10 @@ Real loopback uvicorn (``serve()``), raw ``httpx``; asyncio only.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
-
 import anyio
 import httpx
 import pytest
-from http_serving import INIT, serve
+from http_serving import open_session, serve, server_errors
 
 pytestmark = pytest.mark.anyio
 
@@ -25,43 +21,6 @@ LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-class _Collect(logging.Handler):
-    """Keeps every record at ERROR or above."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def server_errors() -> Iterator[list[logging.LogRecord]]:
-    """ERROR records of uvicorn ("Exception in ASGI application") and fusion-nb while the block runs.
-
-    Enter it once the server runs: uvicorn's logging config replaces the handlers of its loggers.
-    """
-    collect = _Collect()
-    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "fusion_nb")]
-    for logger in loggers:
-        logger.addHandler(collect)
-    try:
-        yield collect.records
-    finally:
-        for logger in loggers:
-            logger.removeHandler(collect)
-
-
-async def open_session(http: httpx.AsyncClient, served) -> dict[str, str]:
-    opened = await http.post(served.url, json=INIT, headers=served.headers())
-    assert opened.status_code == 200, opened.text
-    session = {**LEGACY, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
-    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
-    return session
 
 
 # Strings whose characters pass ``str.isdigit()`` (after ``lstrip("-")``) but that ``int()`` refuses:

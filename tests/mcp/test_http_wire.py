@@ -22,7 +22,7 @@ from typing import Any, cast
 import anyio
 import httpx
 import pytest
-from http_serving import INIT, JSON_HEADERS, Served, serve
+from http_serving import INIT, JSON_HEADERS, Served, open_session, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -150,16 +150,9 @@ def initialize(version: str = LEGACY, **capabilities: Any) -> dict[str, Any]:
     return {**INIT, "params": params}
 
 
-async def open_session(served: Served, http: httpx.AsyncClient, **capabilities: Any) -> dict[str, str]:
-    """Initialize a 2025-11-25 session (declaring ``capabilities``), send ``initialized``; its request headers."""
-    opened = await http.post(served.url, json=initialize(**capabilities), headers=served.headers())
-    assert opened.status_code == 200
-    headers = served.headers(**{"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY})
-    initialized = await http.post(
-        served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
-    )
-    assert initialized.status_code == 202
-    return headers
+async def session_headers(served: Served, http: httpx.AsyncClient, **capabilities: Any) -> dict[str, str]:
+    """Open a 2025-11-25 session (declaring ``capabilities``); every header a request on it carries."""
+    return served.headers(**await open_session(http, served, **capabilities))
 
 
 def without(headers: dict[str, str], *names: str) -> dict[str, str]:
@@ -212,7 +205,7 @@ async def test_initialize_negotiates_versions_the_server_knows(served, http):
 
 async def test_a_session_request_is_answered_with_or_without_the_version_header(served, http):
     """Clients that omit ``MCP-Protocol-Version`` (older ones do) are served as the negotiated version."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     listed = await http.post(served.url, json=request("tools/list"), headers=session)
     assumed = await http.post(
         served.url, json=request("tools/list", 3), headers=without(session, "MCP-Protocol-Version")
@@ -228,7 +221,7 @@ async def test_a_session_request_is_answered_with_or_without_the_version_header(
 async def test_an_unsupported_version_header_on_a_session_is_400(served, http):
     """Today a version header the server does not know sends the request down the 2026 path, whose envelope check
     refuses it (-32602); either way the client learns its request was not taken."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     refused = await http.post(
         served.url, json=request("tools/list"), headers={**session, "MCP-Protocol-Version": "1999-01-01"}
     )
@@ -239,7 +232,7 @@ async def test_an_unsupported_version_header_on_a_session_is_400(served, http):
 @pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
 async def test_no_session_id_is_400_and_an_unknown_one_is_404(served, http, method):
     """404 is what tells a client its session is gone and it must initialize again; 400 is its own bug."""
-    await open_session(served, http)  # a live session exists; these requests simply do not name it
+    await session_headers(served, http)  # a live session exists; these requests simply do not name it
     accept = {"Accept": "text/event-stream"} if method == "GET" else {}
     body = {"json": request("tools/list")} if method == "POST" else {}
     base = served.headers(**{"MCP-Protocol-Version": LEGACY}, **accept)
@@ -267,7 +260,7 @@ async def test_a_session_refuses_another_tokens_stream_and_delete(http, method):
 
 async def test_delete_ends_the_session(served, http):
     """A client ending its session gets 200, and the id is then unknown (404), to DELETE as well."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     ended = await http.delete(served.url, headers=session)
     after = await http.post(served.url, json=request("ping"), headers=session)
     again = await http.delete(served.url, headers=session)
@@ -278,7 +271,7 @@ async def test_delete_ends_the_session(served, http):
 
 async def test_the_standalone_stream_carries_tool_list_changes(served, http):
     """The GET stream is the only route for spontaneous notifications; one per session."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     async with http.stream("GET", served.url, headers={**session, "Accept": "text/event-stream"}) as stream:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
@@ -300,7 +293,7 @@ async def test_the_standalone_stream_carries_tool_list_changes(served, http):
 
 async def test_get_without_sse_in_accept_is_406(served, http):
     """The standalone stream is SSE only; a client that cannot read SSE is told so."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     refused = await http.get(served.url, headers={**session, "Accept": "application/json"})
     assert_error(refused, 406, -32600)
 
@@ -310,7 +303,7 @@ async def test_get_without_sse_in_accept_is_406(served, http):
 async def test_a_post_must_accept_both_json_and_sse(served, http, era, accept):
     """406 on both eras; the 2025 answer carries a JSON-RPC error, the 2026 one (today) an empty body."""
     if era == LEGACY:
-        headers = {**await open_session(served, http), "Accept": accept}
+        headers = {**await session_headers(served, http), "Accept": accept}
         refused = await http.post(served.url, json=request("ping"), headers=headers)
         assert_error(refused, 406, -32600)
     else:
@@ -322,7 +315,7 @@ async def test_a_post_must_accept_both_json_and_sse(served, http, era, accept):
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
 async def test_a_body_that_is_not_json_content_is_refused(served, http, era):
     """Content-Type not JSON is 400 today (not 415), before any JSON-RPC: a plain-text body; unparsable JSON -32700."""
-    headers = await open_session(served, http) if era == LEGACY else modern_headers(served, "tools/list")
+    headers = await session_headers(served, http) if era == LEGACY else modern_headers(served, "tools/list")
     wrong_type = await http.post(
         served.url, content=json.dumps(request("ping")), headers={**headers, "Content-Type": "text/plain"}
     )
@@ -338,7 +331,7 @@ async def test_a_body_that_is_not_json_content_is_refused(served, http, era):
 )
 async def test_a_body_that_is_not_one_jsonrpc_message_is_400(served, http, era, code):
     """Batches are not accepted and a stranger object is not a message; the id stays null (nothing to echo)."""
-    headers = await open_session(served, http) if era == LEGACY else modern_headers(served, "tools/list")
+    headers = await session_headers(served, http) if era == LEGACY else modern_headers(served, "tools/list")
     batch = await http.post(served.url, json=[request("tools/list")], headers=headers)
     stranger = await http.post(served.url, json={"hello": "world"}, headers=headers)
     for refused in (batch, stranger):
@@ -348,7 +341,7 @@ async def test_a_body_that_is_not_one_jsonrpc_message_is_400(served, http, era, 
 
 async def test_client_responses_and_notifications_are_accepted_with_202(served, http):
     """Anything without an id to answer gets 202 and no body, even responses nobody asked for."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     posted = [
         {"jsonrpc": "2.0", "id": 999, "result": {}},
         {"jsonrpc": "2.0", "id": 998, "error": {"code": -1, "message": "no"}},
@@ -365,7 +358,7 @@ async def test_client_responses_and_notifications_are_accepted_with_202(served, 
 
 async def test_ping_answers_an_empty_result_and_ids_come_back_verbatim(served, http):
     """Clients match answers by id: a string stays a string (even '77'), an int an int, 0 included."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     for id in ("p-1", 77, 0, "77"):
         pinged = await http.post(served.url, json=request("ping", id), headers=session)
         assert pinged.status_code == 200
@@ -375,7 +368,7 @@ async def test_ping_answers_an_empty_result_and_ids_come_back_verbatim(served, h
 
 async def test_a_call_with_a_progress_token_streams_progress_then_its_result(served, http):
     """Progress needs SSE; values only grow, the last one precedes the result; no token, no progress."""
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     call = request("tools/call", "call-1", name="noisy", arguments={}, _meta={"progressToken": "tok"})
     streamed = await http.post(served.url, json=call, headers=session)
     assert streamed.status_code == 200
@@ -398,7 +391,7 @@ async def test_a_call_with_a_progress_token_streams_progress_then_its_result(ser
 @pytest.mark.parametrize(("action", "expected"), [("accept", "refunded inv-9"), ("decline", "refund declined")])
 async def test_a_tool_elicits_on_the_calls_stream_and_the_answer_is_posted_back(served, http, action, expected):
     """Live 2025 elicitation: the request rides the call's stream, the answer is a separate POST (202)."""
-    session = await open_session(served, http, elicitation={"form": {}})
+    session = await session_headers(served, http, elicitation={"form": {}})
     call = request("tools/call", 5, name="billing.refund", arguments={"id": "inv-9"})
     seen: list[dict[str, Any]] = []
     async with http.stream("POST", served.url, json=call, headers=session) as stream:
@@ -428,7 +421,7 @@ async def test_cancelled_notification_stops_the_call_and_the_session_keeps_servi
     The call's POST runs in its own task: a server may hold a quiet call's response
     headers until the call ends, so nothing here waits for them before cancelling.
     """
-    session = await open_session(served, http)
+    session = await session_headers(served, http)
     ended: list[httpx.Response] = []
 
     async def call_stall() -> None:
