@@ -98,9 +98,11 @@ class HttpService:
         self.sock = sock
         self.drain_timeout = drain_timeout
         self.log = log
+        from ..mcp.uvicorn_server import streams_ender  # (``asgi`` is an http_app: the SDK is imported already)
+
         self.uvicorn = _announcing_server(
             self.service,
-            before_drain=getattr(asgi.state, "end_streams", None),
+            before_drain=streams_ender(asgi),
             timeout_graceful_shutdown=2,
             access_log=False,
         )

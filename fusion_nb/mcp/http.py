@@ -297,8 +297,7 @@ def _serve_lean(asgi: Starlette, path: str, endpoint: StreamableEndpoint, max_bo
             yield
 
     asgi.router.lifespan_context = lifespan
-    asgi.state.endpoint = endpoint
-    asgi.state.end_streams = endpoint.end_streams  # what a stopping server runs first (``in_loop_server``)
+    asgi.state.endpoint = endpoint  # ``in_loop_server`` ends its GET streams first when stopping
 
 
 def _server_mode(*, json_response: bool, stateless: bool) -> str | None:

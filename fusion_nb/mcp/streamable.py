@@ -40,12 +40,12 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
@@ -150,10 +150,15 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    """Cancel ``scope`` once the client goes away (the body has been read already)."""
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has gone away (the body has been read already)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once the client goes away."""
+    await _disconnected(receive)
     scope.cancel()
 
 
@@ -161,8 +166,7 @@ async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconn
     """While a call runs: a keepalive every ``KEEPALIVE_SECONDS``; if its client goes, cancel (2026) or stop (2025)."""
     while True:
         with anyio.move_on_after(KEEPALIVE_SECONDS):
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            await _disconnected(receive)
             if cancel_on_disconnect is not None:
                 cancel_on_disconnect.cancel()
             return
@@ -480,7 +484,7 @@ class Session:
 
     # -- the GET stream
     @contextlib.contextmanager
-    def standalone_stream(self) -> Any:
+    def standalone_stream(self) -> Iterator[MemoryObjectReceiveStream[bytes]]:
         """Open the session's stream for server-initiated messages (one at a time), yielding its reader."""
         writer, reader = anyio.create_memory_object_stream[bytes](_STANDALONE_BUFFER)
         self._standalone = writer
@@ -491,6 +495,16 @@ class Session:
             if self._standalone is writer:
                 self._standalone = None
             writer.close()
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Count a request (or ``GET`` stream) in flight: the idle sweep spares the session meanwhile."""
+        self.busy += 1
+        try:
+            yield
+        finally:
+            self.busy -= 1
+            self.idle_since = anyio.current_time()
 
     @property
     def has_standalone_stream(self) -> bool:
@@ -767,18 +781,15 @@ class StreamableEndpoint:
         """
         scope = anyio.CancelScope()
         session.calls[message.id] = (scope, exchange)
-        session.busy += 1
         answered = False
         stop_supervising = _supervising(exchange, receive, None)
         try:
-            with scope:
+            with session.in_use(), scope:
                 answered = await exchange.run(session.runner, message.method, message.params)
         finally:
             stop_supervising()
             if session.calls.get(message.id, (None, None))[1] is exchange:
                 del session.calls[message.id]
-            session.busy -= 1
-            session.idle_since = anyio.current_time()
         if not exchange.closed:  # cancelled by the client or by the session's end
             await exchange.end_cancelled()
         return answered
@@ -806,28 +817,23 @@ class StreamableEndpoint:
         if session.has_standalone_stream:
             await _refuse(send, 409, "Conflict: Only one SSE stream is allowed per session")
             return
-        session.busy += 1
-        try:
-            with session.standalone_stream() as reader:
-                headers = [*_SSE_HEADERS, (_SESSION_HEADER_BYTES, session.id.encode())]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
-                    while True:
-                        with anyio.move_on_after(KEEPALIVE_SECONDS) as quiet:
-                            try:
-                                chunk = _event(await reader.receive())
-                            except anyio.EndOfStream:
-                                break
-                        if quiet.cancelled_caught:
-                            chunk = b": ping\r\n\r\n"
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            session.busy -= 1
-            session.idle_since = anyio.current_time()
+        with session.in_use(), session.standalone_stream() as reader:
+            headers = [*_SSE_HEADERS, (_SESSION_HEADER_BYTES, session.id.encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            async with anyio.create_task_group() as group:
+                group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+                while True:
+                    with anyio.move_on_after(KEEPALIVE_SECONDS) as quiet:
+                        try:
+                            chunk = _event(await reader.receive())
+                        except anyio.EndOfStream:
+                            break
+                    if quiet.cancelled_caught:
+                        chunk = b": ping\r\n\r\n"
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                group.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _no_response(message: Message) -> None:

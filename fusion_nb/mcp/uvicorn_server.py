@@ -85,6 +85,10 @@ def in_loop_server(asgi: ASGIApp, before_drain: Callable[[], None] | None = None
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
     config.setdefault("timeout_graceful_shutdown", DRAIN_SECONDS)
-    if before_drain is None:  # an ``http_app`` says how to end its streams
-        before_drain = getattr(getattr(asgi, "state", None), "end_streams", None)
-    return InLoopServer(uvicorn.Config(asgi, **config), before_drain)  # type: ignore[arg-type]
+    return InLoopServer(uvicorn.Config(asgi, **config), before_drain or streams_ender(asgi))  # type: ignore[arg-type]
+
+
+def streams_ender(asgi: object) -> Callable[[], None] | None:
+    """What ends an ``http_app``'s long-lived ``GET`` streams (``None`` for any other app)."""
+    endpoint = getattr(getattr(asgi, "state", None), "endpoint", None)
+    return getattr(endpoint, "end_streams", None)
