@@ -36,6 +36,7 @@ from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend,
 
 from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
+from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
 from .traffic import TrafficLog
@@ -100,6 +101,8 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
+        # typing into a form while its cell awaits: every keystroke must reach the kernel
+        self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
@@ -328,6 +331,8 @@ class Host:
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        if self._undo_comm_status is not None:
+            self._undo_comm_status()
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)

@@ -222,7 +222,11 @@ def test_progress_form_and_interrupt(lab):
             assert len(labels) == len(set(labels)), f"two visible buttons share a label: {labels}"
             assert {"Submit", "Decline", "Dismiss", "Stop"} <= set(labels), labels
             form.locator(".widget-checkbox input[type=checkbox]").check()
-            form.locator(".widget-text input").fill("customer asked twice")
+            # typed as a person types, a key at a time with pauses, while the cell awaits (a paste
+            # would be one update: ipywidgets' throttle once dropped every key after the first)
+            form.locator(".widget-text input").click()
+            page.keyboard.type("customer asked twice", delay=80)
+            time.sleep(0.3)
             form.locator("button", has_text="Submit").click()
             page.wait_for_function(
                 "() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000
