@@ -181,3 +181,22 @@ async def test_a_client_handler_returning_an_error_is_elicitation_failed():
         result = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
     assert "The user closed the window." in result.content[0].text
+
+
+@pytest.mark.parametrize(("answer", "code"), [("decline", "DECLINED"), ("cancel", "CANCELLED")])
+async def test_a_declined_question_is_not_asked_again(era, answer, code):
+    """The engine's rule reaches clients of both eras: asking again for a refused key ends the call."""
+    from fusion_nb import Fusion, ask, read_input, require_input
+
+    app = Fusion("naive")
+
+    @app.f.mutation("naive.refund").interactive().handle
+    async def naive_refund(input, ctx):
+        if read_input("confirm") is None:  # the trap: a decline leaves it None too
+            return require_input.elicit("Refund?", {"confirm": ask.boolean("Approve the refund")})
+        return "refunded"
+
+    seen = []
+    result = await call(era, "naive.refund", {}, {"Refund?": answer}, seen, app=app)
+    assert result.is_error and result.content[0].text.startswith(f'[{code}] Tool "naive.refund": the person')
+    assert len(seen) == 1, "the client was asked once"
