@@ -33,6 +33,7 @@ class Prompt(w.VBox):
         self._event: anyio.Event | None = None
         self.question = w.HTML(f"<b>{escape(request.message)}</b>")
         self.outcome = w.HTML("")
+        self.hint = w.HTML("")  # a word about the buttons, next to them, gone once answered
         self.buttons: list[w.Button] = []
         self.summary = ""  # the answer in words, for the compact form
 
@@ -92,6 +93,7 @@ class Prompt(w.VBox):
         for button in self.buttons:
             button.disabled = True
             button.layout.display = "none"  # answered: the buttons have nothing left to say
+        self.hint.value = ""
         self._disable_inputs()
         self.outcome.value = html
 
