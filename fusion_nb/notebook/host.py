@@ -213,11 +213,25 @@ class Host:
             cleaned = False
         self.interrupted.append(Interrupted(call.tool.name if call.tool else "?", cleaned))
 
-    def quiet(self, error: BaseException) -> BaseException:
-        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's)."""
-        line = self._one_line(type(error).__name__, str(error))
-        error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
+    def quiet(self, error: BaseException, line: str | None = None) -> BaseException:
+        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's).
+
+        ``line`` replaces the error's own text (a Stop reads like an interrupt, not like a failure).
+        """
+        shown = line if line is not None else self._one_line(type(error).__name__, str(error))
+        error._render_traceback_ = lambda: [shown]  # type: ignore[attr-defined]
         return error
+
+    async def stopped_line(self, call: Call) -> str:
+        """``Stopped: slow was stopped; its cleanup ran.`` for a call a person ended (Stop, Dismiss)."""
+        name = call.tool.name if call.tool else "?"
+        error = call.result.error if call.result is not None else None
+        if not call.signal.aborted and error is not None:  # ended by its handler: a dismissed question
+            return f"Cancelled: {error.message}"
+        with anyio.move_on_after(CLEANUP_WAIT):
+            await call.wait_stopped()
+            return f"Stopped: {name} was stopped; its cleanup ran."
+        return f"Stopped: {name} was stopped; its cleanup is still running."
 
     def _one_line(self, name: str, text: str) -> str:
         """An error line as IPython shows one: the name in red (unless colours are off), then the text."""
