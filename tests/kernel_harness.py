@@ -71,7 +71,9 @@ class Kernel:
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> Kernel:
-        env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
+        # the teaching notebooks' unattended answers (notebooks/conftest.py) are not for these kernels
+        inherited = {name: value for name, value in os.environ.items() if name != "FUSION_NB_ANSWERS"}
+        env = {**inherited, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
         await self.km.start_kernel(env=env)
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -137,6 +137,13 @@ class FieldInput:
         if self.error.value or (self.field.type in ("number", "integer") and range_text(self.field)):
             self.show(self.problem())
 
+    def fill(self, value: Any) -> None:
+        """Put ``value`` in the control as a person would have typed it (a scripted answer)."""
+        try:
+            self.widget.value = str(value) if self.parsed or isinstance(self.widget, w.Text) else value
+        except Exception:  # a value the control cannot hold (the engine checks it anyway)
+            return
+
     def disable(self) -> None:
         """No more editing (the prompt was answered or abandoned)."""
         self.widget.disabled = True

@@ -78,8 +78,18 @@ class ElicitationForm(Prompt):
             self.show_problems(problems)
             return False
         self.show_problems([])
-        shown = ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
-        return self._resolve(InputResponse("accept", content), shown)
+        response = InputResponse("accept", content)
+        return self._resolve(response, self._shown(response))
+
+    def _shown(self, response: InputResponse) -> str:
+        content = response.content if response.accepted else None
+        return ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
+
+    def _fill(self, response: InputResponse) -> None:
+        for key, value in (response.content or {}).items():
+            field = self.inputs.get(key)
+            if field is not None:
+                field.fill(value)
 
     def _label(self, key: str) -> str:
         field = self.inputs.get(key)

@@ -68,6 +68,17 @@ class Prompt(w.VBox):
             self._event.set()
         return True
 
+    def answer_by_script(self, response: InputResponse) -> None:
+        """Show ``response`` as this prompt's answer, marked as scripted (nobody clicked)."""
+        self._fill(response)
+        self._resolve(response, self._shown(response) + " (answered by script)")
+
+    def _fill(self, response: InputResponse) -> None:
+        pass
+
+    def _shown(self, response: InputResponse) -> str:
+        return ""
+
     def abandon(self, why: str = "cancelled") -> None:
         """The call stopped waiting (aborted): no answer will be taken any more."""
         if self.finished:

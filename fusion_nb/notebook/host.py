@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
+from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
 from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
@@ -74,7 +74,9 @@ class Host:
             self.loop = None  # terminal IPython between cells: no loop to wire
         self.notebook_channel = WidgetInputChannel()  # inline forms; fails fast without a frontend
         scripted = os.environ.get(ANSWERS_ENV)
-        self.script_answers(json.loads(scripted) if scripted else None)
+        #: what ``script_answers(None)`` goes back to: the environment's answers, else forms
+        self.default_answers: Mapping[str, Any] | None = json.loads(scripted) if scripted else None
+        self.script_answers(None)
         # -- the running cell ----------------------------------------------------------
         self.cell_running = False
         self.cell_parent: str | None = None
@@ -105,8 +107,17 @@ class Host:
         self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
-        """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
-        self.app.input_channel = ScriptedAnswers(answers) if answers is not None else self.notebook_channel
+        """Answer input requests from a mapping or callable.
+
+        ``None`` goes back to the default: ``FUSION_NB_ANSWERS`` when the environment
+        sets it (an unattended run), else the notebook's forms.
+        """
+        if answers is None:
+            answers = self.default_answers
+        # scripted answers still leave their (answered) forms in the notebook: see ShownScriptedAnswers
+        self.app.input_channel = (
+            ShownScriptedAnswers(ScriptedAnswers(answers)) if answers is not None else self.notebook_channel
+        )
 
     def binding_name(self, tool: Tool) -> str:
         """The notebook name a tool is bound to (``report.generate`` -> ``report_generate``)."""

@@ -37,7 +37,11 @@ async def test_scripted_answers_for_unattended_runs(kernel):
         "print(await billing_refund(id='inv-8'))"
     )
     assert cell.stdout.strip() == "declined"
-    assert kernel.find_widgets("ButtonModel", description="Submit") == []
+    # the form a person would have seen is still there, answered and marked as scripted
+    outcomes = [s["value"] for s in kernel.widgets.values() if "answered by script" in str(s.get("value", ""))]
+    assert len(outcomes) == 1 and "Submitted" in outcomes[0], outcomes
+    (submit,) = kernel.find_widgets("ButtonModel", description="Submit")
+    assert kernel.widgets[submit]["disabled"] is True, "nothing left to click"
 
 
 async def test_without_a_widget_frontend_input_fails_fast(kernel):

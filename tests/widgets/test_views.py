@@ -701,3 +701,23 @@ async def test_the_channel_finds_the_views_by_call_id_from_an_input_question(app
     assert response.action == "accept" and response.content == {"ok": True}
     call.cancel()
     await stuck.cleaned.wait()
+
+
+async def test_scripted_answers_leave_the_answered_form_in_the_calls_view(app, refund):
+    """An unattended run still shows what a person would have seen, marked as scripted."""
+    from fusion_nb.widgets import ShownScriptedAnswers
+
+    from fusion_nb.engine import ScriptedAnswers
+
+    channel = ShownScriptedAnswers(
+        ScriptedAnswers({"confirm": True, "reason": "asked twice", "amount": 20}), frontend=True
+    )
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
+    view = CallView(call)
+    result = await call.wait()
+    assert result.value == "refunded 20 for asked twice"
+    (form,) = view.prompts
+    assert form.inputs["reason"].widget.value == "asked twice" and form.inputs["confirm"].widget.value is True
+    assert "Submitted" in form.outcome.value and "(answered by script)" in form.outcome.value
+    assert all(b.layout.display == "none" for b in form.buttons), "nothing left to click"
+    view.close()
