@@ -682,3 +682,37 @@ async def test_a_modern_input_round_is_answered_by_reposting_with_the_sealed_sta
     assert final["id"] == 13
     assert final["result"]["resultType"] == "complete"
     assert final["result"]["content"][0]["text"] == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "elicitation", "asked_mode"),
+    [
+        pytest.param("connect", {"form": {}}, None, id="url-tool-form-client"),
+        pytest.param("connect", {}, None, id="url-tool-bare-client-means-form"),
+        pytest.param("billing.refund", {"url": {}}, None, id="form-tool-url-client"),
+        pytest.param("connect", {"url": {}}, "url", id="url-tool-url-client"),
+        pytest.param("billing.refund", {}, "form", id="form-tool-bare-client"),
+        pytest.param("billing.refund", {"form": {}, "url": {}}, "form", id="form-tool-both"),
+    ],
+)
+async def test_a_modern_input_request_is_only_in_a_mode_the_client_declared(
+    served, http, tool, elicitation, asked_mode
+):
+    """The spec: servers MUST NOT send elicitation in a mode the client did not declare; a bare ``{}`` is form.
+
+    Without a fitting mode the tool fails at once with the same ``ELICITATION_UNSUPPORTED`` a 2025
+    client gets (issue 23: a form-only client was sent a URL-mode input request).
+    """
+    meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": elicitation}}
+    arguments = {"id": "inv-1"} if tool == "billing.refund" else {}
+    body = modern_request("tools/call", 1, meta, name=tool, arguments=arguments)
+    result = answer(await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool)))[
+        "result"
+    ]
+    if asked_mode is None:
+        assert result["resultType"] == "complete" and result["isError"] is True, result
+        assert result["content"][0]["text"].startswith(f'[ELICITATION_UNSUPPORTED] Tool "{tool}" needs input')
+    else:
+        assert result["resultType"] == "input_required", result
+        (asked,) = result["inputRequests"].values()
+        assert asked["params"].get("mode", "form") == asked_mode
