@@ -270,25 +270,46 @@ async def test_delete_ends_the_session(served, http):
 
 
 async def test_the_standalone_stream_carries_tool_list_changes(served, http):
-    """The GET stream is the only route for spontaneous notifications; one per session."""
+    """The GET stream is the only route for spontaneous notifications; one per session, the newest.
+
+    A second GET replaces the first, whose response ends cleanly (the SDK's transport answers it
+    409 instead, so a client whose old stream is half-open is locked out: issue 23, item 4).
+    """
     session = await session_headers(served, http)
-    async with http.stream("GET", served.url, headers={**session, "Accept": "text/event-stream"}) as stream:
-        assert stream.status_code == 200
-        assert stream.headers["content-type"].startswith("text/event-stream")
-        second = await http.get(served.url, headers={**session, "Accept": "text/event-stream"})
-        assert_error(second, 409, -32600)
+    get = {**session, "Accept": "text/event-stream"}
+    async with http.stream("GET", served.url, headers=get) as first:
+        assert first.status_code == 200
+        assert first.headers["content-type"].startswith("text/event-stream")
+        async with http.stream("GET", served.url, headers=get) as stream:
+            assert stream.status_code == 200 and stream.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+            with anyio.fail_after(WAIT):
+                assert [message async for message in stream_messages(first)] == []  # ended, without an error
 
-        async def late(input, ctx):
-            return "late"
+            async def late(input, ctx):
+                return "late"
 
-        served.app.f.action("late").describe("Added after the stream opened.").handle(late)
-        with anyio.fail_after(WAIT):
-            async for message in stream_messages(stream):
-                if message.get("method") == "notifications/tools/list_changed":
-                    break
+            served.app.f.action("late").describe("Added after the stream opened.").handle(late)
+            with anyio.fail_after(WAIT):
+                async for message in stream_messages(stream):
+                    if message.get("method") == "notifications/tools/list_changed":
+                        break
     assert "id" not in message
     listed = await http.post(served.url, json=request("tools/list"), headers=session)
     assert "late" in {tool["name"] for tool in answer(listed)["result"]["tools"]}
+
+
+async def test_a_replaced_stream_hands_its_unsent_messages_to_the_new_one(served, http):
+    """What was queued for the old stream and not yet sent goes out on the replacing one; the old one is ended."""
+    session = await session_headers(served, http)
+    live = served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"])
+    old_end, new_end = anyio.CancelScope(), anyio.CancelScope()
+    with live.standalone_stream(old_end):
+        await live.notify("notifications/tools/list_changed", None)  # queued: no response loop reads it here
+        with live.standalone_stream(new_end) as reader:
+            assert old_end.cancel_called and not new_end.cancel_called
+            assert json.loads(reader.receive_nowait())["method"] == "notifications/tools/list_changed"
+            assert live.has_standalone_stream
+        assert live.has_standalone_stream is False
 
 
 async def test_get_without_sse_in_accept_is_406(served, http):
