@@ -768,6 +768,9 @@ class StreamableEndpoint:
         if not (has_json and has_sse):
             await _refuse(send, 406, "Not Acceptable: Client must accept both application/json and text/event-stream")
             return
+        if not _is_json(request.headers.get("content-type")):
+            await _refuse(send, 415, "Unsupported Media Type: Content-Type must be application/json")
+            return
         body = await request.body()
         try:
             raw = json.loads(body.decode())  # strict UTF-8: no byte-order mark, as the SDK's transport reads it
@@ -865,6 +868,19 @@ class StreamableEndpoint:
             # bounded: a half-open connection may never drain what is still queued for it
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a 2025 POST's ``Content-Type`` is ``application/json`` (parameters allowed, any case).
+
+    The SDK's security check only asks for the prefix (so ``application/json-rpc``
+    passes it, and a non-JSON prefix is its 400); its transport then answers 415 to
+    anything but ``application/json``, as here. A media type is case-insensitive and
+    one per header (RFC 9110 8.3), so ``Application/JSON`` is accepted and a list is not.
+    """
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 async def _no_response(message: Message) -> None:

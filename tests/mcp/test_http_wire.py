@@ -347,6 +347,27 @@ async def test_a_body_that_is_not_json_content_is_refused(served, http, era):
 
 
 @pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 200),
+        ("application/json; charset=utf-8", 200),
+        ("Application/JSON ; charset=UTF-8", 200),  # a media type is case-insensitive (RFC 9110)
+        ("application/json-rpc", 415),  # passes the SDK's prefix check; its transport answers 415 (issue 23)
+        ("application/jsonx", 415),
+        ("application/json, text/plain", 415),  # one media type per Content-Type
+    ],
+)
+async def test_a_2025_post_needs_application_json_with_any_parameters(served, http, content_type, status):
+    """What the spec allows is served; another JSON-looking type gets the SDK transport's 415 with a JSON-RPC error."""
+    headers = {**await session_headers(served, http), "Content-Type": content_type}
+    response = await http.post(served.url, content=json.dumps(request("ping")), headers=headers)
+    if status == 200:
+        assert response.status_code == 200 and answer(response)["result"] == {}
+    else:
+        assert_error(response, 415, -32600)
+
+
+@pytest.mark.parametrize(
     ("era", "code"),
     [(LEGACY, -32602), (MODERN, -32600)],  # 2025: the SDK reports a failed message validation as invalid params
 )
