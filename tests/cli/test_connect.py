@@ -15,6 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 from served import REPO, cli_env, run_cli, served
 
+sys.path.insert(0, str(REPO / "tests" / "mcp"))  # the shared loopback forwarder
+from loopback_proxy import LoopbackForwarder
+
 pytestmark = pytest.mark.anyio
 
 MODES = {"2025": "legacy", "2026": "auto"}
@@ -155,21 +158,13 @@ async def test_a_kernels_tool_changes_reach_the_stdio_host(era, kernel):
         await kernel.run("%fusion stop")
 
 
-class CuttableProxy:
+class CuttableProxy(LoopbackForwarder):
     """A TCP forwarder on loopback whose open connections the test can cut (a network blip, a proxy's
     idle timeout) while the server behind it keeps running and new connections keep working."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
+        super().__init__(target_port)
         self.streams: list[anyio.abc.SocketStream] = []
-
-    async def serve(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        async with listener:
-            task_status.started()
-            await listener.serve(self.forward)
 
     async def forward(self, client: anyio.abc.SocketStream) -> None:
         async with client, await anyio.connect_tcp("127.0.0.1", self.target_port) as server:

@@ -4,7 +4,9 @@
 ``{}``, both, and a handler that throws) and calls a form tool and a URL tool. Straight
 from the server (HTTP and stdio) the answers must follow the declared modes; through the
 bridge (the client as the host on stdio, the bridge on HTTP upstream) they must be
-exactly the direct answers, including which client the server sees.
+exactly the direct answers, including which client the server sees. The bridge tells its
+host of each upstream change once. And the TypeScript 1.x client that reopens a GET
+stream the server still holds half-open keeps receiving the session's notifications.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import anyio
 import pytest
 from http_serving import serve
+from loopback_proxy import LoopbackForwarder
 from mcp import Client, StdioServerParameters, types
 from node_clients import HERE, server_env
 from stdio_serving import REPO, StdioCommand
@@ -116,3 +119,98 @@ async def test_an_upstream_change_reaches_the_host_once(mode):
             for _ in range(2):
                 assert "late" in {tool.name for tool in (await client.list_tools()).tools}
             assert notified == ["notifications/tools/list_changed"]
+
+
+class _ProxiedConnection:
+    """One connection through ``HalfOpenProxy``: the status of the GET it carried, and how to cut it."""
+
+    def __init__(self, client: anyio.abc.SocketStream) -> None:
+        self.client = client
+        self.get_sent = False
+        self.status: int | None = None
+        self.answered = anyio.Event()
+        self.cut_off = False
+
+    async def cut(self) -> None:
+        """Close the client's side only: the server's connection stays open and silent (half-open)."""
+        self.cut_off = True
+        await self.client.aclose()
+
+
+class HalfOpenProxy(LoopbackForwarder):
+    """A loopback TCP forwarder that notes each GET's response status and can leave a connection half-open.
+
+    A cut connection's server side is held open, unread, until the proxy stops, as a NAT or a
+    sleeping laptop leaves it: the server cannot tell the client is gone.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self.gets: list[_ProxiedConnection] = []
+        self.changed = anyio.Event()
+
+    async def forward(self, client: anyio.abc.SocketStream) -> None:
+        connection = _ProxiedConnection(client)
+        async with client, await anyio.connect_tcp("127.0.0.1", self.target_port) as server:
+
+            async def upstream() -> None:
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async for chunk in client:
+                        if chunk.startswith(b"GET "):
+                            connection.get_sent = True
+                        await server.send(chunk)
+
+            async def downstream() -> None:
+                with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    async for chunk in server:
+                        if connection.get_sent and connection.status is None and chunk.startswith(b"HTTP/1.1 "):
+                            connection.status = int(chunk.split(b" ", 2)[1])
+                            self.gets.append(connection)
+                            connection.answered.set()
+                            self.changed.set()
+                            self.changed = anyio.Event()
+                        if not connection.cut_off:
+                            await client.send(chunk)
+                        # once cut, what the server writes is read and dropped: it never learns
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(upstream)
+                group.start_soon(downstream)
+
+    async def answered_gets(self, count: int) -> list[_ProxiedConnection]:
+        """Wait until ``count`` GETs have had their response status."""
+        while len(self.gets) < count:
+            await self.changed.wait()
+        return self.gets[:count]
+
+
+async def test_a_typescript_client_reopening_its_half_open_get_stream_still_gets_changes(node):
+    """Issue 23, item 4: the reopening GET replaces the stream the server still holds (no 409s until the client
+    gives up), so ``tools/list_changed`` reaches the client."""
+    observed: dict[str, str] = {}
+    async with serve() as served, anyio.create_task_group() as group:
+        proxy = HalfOpenProxy(int(served.url.rsplit(":", 1)[1].split("/")[0]))
+        await group.start(proxy.serve)
+
+        async def client() -> None:
+            url = f"http://127.0.0.1:{proxy.port}/mcp"
+            observed["out"] = await run_node(node, str(HERE / "halfopen.mjs"), url, served.token)
+
+        async with anyio.create_task_group() as clients:
+            clients.start_soon(client)
+            with anyio.fail_after(60):
+                (first,) = await proxy.answered_gets(1)
+            assert first.status == 200
+            await first.cut()
+            with anyio.fail_after(60):
+                reopened = (await proxy.answered_gets(2))[1]
+            assert reopened.status == 200, [get.status for get in proxy.gets]
+
+            async def late(input, ctx):
+                return "late"
+
+            served.app.f.action("late").describe("Added after the stream was reopened.").handle(late)
+        group.cancel_scope.cancel()
+    seen = json.loads(observed["out"])
+    assert "late" in seen["tools"], seen
+    assert not any("reconnection" in error.lower() for error in seen["errors"]), seen
