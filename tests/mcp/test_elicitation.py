@@ -9,6 +9,7 @@ from fusion_mcp_testapp import make_app
 from mcp import Client, types
 
 from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.elicitation import declared_modes
 
 pytestmark = pytest.mark.anyio
 
@@ -181,3 +182,19 @@ async def test_a_client_handler_returning_an_error_is_elicitation_failed():
         result = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
     assert "The user closed the window." in result.content[0].text
+
+
+@pytest.mark.parametrize(
+    ("elicitation", "modes"),
+    [
+        (None, set()),
+        ({}, {"form"}),  # the shape from before modes existed: form only (the spec, and the SDK's resolver)
+        ({"form": {}}, {"form"}),
+        ({"url": {}}, {"url"}),
+        ({"form": {}, "url": {}}, {"form", "url"}),
+    ],
+)
+def test_the_declared_elicitation_modes(elicitation, modes):
+    capabilities = types.ClientCapabilities.model_validate({} if elicitation is None else {"elicitation": elicitation})
+    assert declared_modes(capabilities) == modes
+    assert declared_modes(None) == set()
