@@ -51,7 +51,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -60,6 +60,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .errors import CliError
 from .service import log_to_stderr as log
+
+if TYPE_CHECKING:
+    from ..engine import ToolError
 
 TOKEN_ENV = "FUSION_NB_TOKEN"
 HELP = "bridge stdio to a Streamable HTTP MCP server (Claude Desktop to a kernel, without Node)"
@@ -81,7 +84,7 @@ class _Forwarded:
 
     ctx: Any
     tool: str = ""
-    failure: Any = None  # the ToolError the host would get direct, when asking the host failed
+    failure: ToolError | None = None  # what the host would get direct, when asking the host failed
 
 
 #: the downstream request an upstream request (or an upstream elicitation) is made for
@@ -290,6 +293,7 @@ def _bridge_server() -> tuple[Any, _Relay]:
         from ..engine import CallResult
         from ..mcp.convert import result_to_wire
 
+        assert forwarded.failure is not None  # the only way here
         failed = CallResult.failure(forwarded.failure)
         return result_to_wire(failed, has_output_schema=relay.output_schemas.get(params.name, False), modern=False)
 
@@ -320,8 +324,7 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
     if forwarded is None:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the bridge has no host request to ask for")
     ctx = forwarded.ctx
-    url = isinstance(params, types.ElicitRequestURLParams)
-    mode = "url" if url else "form"
+    mode = "url" if isinstance(params, types.ElicitRequestURLParams) else "form"
     if mode not in declared_modes(ctx.session.client_capabilities):
         message = f"the connected host does not support {mode}-mode elicitation"
         forwarded.failure = ToolError(
