@@ -83,6 +83,22 @@ async def test_url_mode(era):
     assert declined.content[0].text == "not connected (decline)"
 
 
+@pytest.mark.parametrize(
+    ("elicitation", "modes"),
+    [
+        (None, set()),
+        ({}, {"form"}),  # the shape from before modes existed: form only (the spec, and the SDK's resolver)
+        ({"form": {}}, {"form"}),
+        ({"url": {}}, {"url"}),
+        ({"form": {}, "url": {}}, {"form", "url"}),
+    ],
+)
+def test_the_declared_elicitation_modes(elicitation, modes):
+    capabilities = types.ClientCapabilities.model_validate({} if elicitation is None else {"elicitation": elicitation})
+    assert declared_modes(capabilities) == modes
+    assert declared_modes(None) == set()
+
+
 async def test_an_invalid_answer_from_a_protocol_client_is_refused(era):
     answers = {"Your name?": {"name": "Ada"}, "Age of Ada?": {"age": 200}}
     result = await call(era, "onboard", {}, answers)
@@ -182,19 +198,3 @@ async def test_a_client_handler_returning_an_error_is_elicitation_failed():
         result = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
     assert "The user closed the window." in result.content[0].text
-
-
-@pytest.mark.parametrize(
-    ("elicitation", "modes"),
-    [
-        (None, set()),
-        ({}, {"form"}),  # the shape from before modes existed: form only (the spec, and the SDK's resolver)
-        ({"form": {}}, {"form"}),
-        ({"url": {}}, {"url"}),
-        ({"form": {}, "url": {}}, {"form", "url"}),
-    ],
-)
-def test_the_declared_elicitation_modes(elicitation, modes):
-    capabilities = types.ClientCapabilities.model_validate({} if elicitation is None else {"elicitation": elicitation})
-    assert declared_modes(capabilities) == modes
-    assert declared_modes(None) == set()
