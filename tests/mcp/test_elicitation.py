@@ -9,6 +9,7 @@ from fusion_mcp_testapp import make_app
 from mcp import Client, types
 
 from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.elicitation import declared_modes
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +81,22 @@ async def test_url_mode(era):
     assert seen[0].url == "https://accounts.example.com/consent"
     declined = await call(era, "connect", {}, {"Approve access": "decline"})
     assert declined.content[0].text == "not connected (decline)"
+
+
+@pytest.mark.parametrize(
+    ("elicitation", "modes"),
+    [
+        (None, set()),
+        ({}, {"form"}),  # the shape from before modes existed: form only (the spec, and the SDK's resolver)
+        ({"form": {}}, {"form"}),
+        ({"url": {}}, {"url"}),
+        ({"form": {}, "url": {}}, {"form", "url"}),
+    ],
+)
+def test_the_declared_elicitation_modes(elicitation, modes):
+    capabilities = types.ClientCapabilities.model_validate({} if elicitation is None else {"elicitation": elicitation})
+    assert declared_modes(capabilities) == modes
+    assert declared_modes(None) == set()
 
 
 async def test_an_invalid_answer_from_a_protocol_client_is_refused(era):
