@@ -667,6 +667,10 @@ async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
     view.filter.value = ""
     assert "other (test) ← result" in view.traffic_html.value
     assert "&quot;name&quot;: &quot;other&quot;" in view.definition_html.value
+    assert "white-space:pre-wrap" in view.traffic_html.value, "long lines wrap instead of being cut"
+    text = view._repr_mimebundle_()["text/plain"]  # terminals and nbconvert read this, not the widget's repr
+    assert text.startswith("Tool definitions (as tools/list sends them):\n[") and '"name": "other"' in text
+    assert "other (test) ← result" in text and "InspectorView(" not in text
     view.close()
     log.close()
     assert log._listeners == [] and app._call_listeners == []
