@@ -200,7 +200,8 @@ class CallView(w.VBox):
         if bundle is None:
             return None
         bundle["text/plain"] = status_text(self.call, self.elapsed)
-        bundle["text/html"] = snapshot_html(self.call, self.elapsed)
+        # the questions asked and their answers too: a stored notebook shows its forms
+        bundle["text/html"] = snapshot_html(self.call, self.elapsed) + "".join(p.snapshot_html() for p in self.prompts)
         return bundle
 
     def __repr__(self) -> str:

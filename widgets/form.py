@@ -85,6 +85,14 @@ class ElicitationForm(Prompt):
         content = response.content if response.accepted else None
         return ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
 
+    def _snapshot_body(self) -> str:
+        rows = "".join(
+            f'<tr><td style="padding:0 12px 0 0">{escape(field.label)}</td>'
+            f"<td><code>{escape(field.widget.value if field.widget.value is not None else '')}</code></td></tr>"
+            for field in self.inputs.values()
+        )
+        return f"<table>{rows}</table>"
+
     def _fill(self, response: InputResponse) -> None:
         for key, value in (response.content or {}).items():
             field = self.inputs.get(key)

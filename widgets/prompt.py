@@ -76,6 +76,17 @@ class Prompt(w.VBox):
     def _fill(self, response: InputResponse) -> None:
         pass
 
+    def snapshot_html(self) -> str:
+        """The prompt as self-contained HTML: question, what was asked, and the answer (stored outputs)."""
+        body = self._snapshot_body()
+        return (
+            f'<div style="border-left:3px solid {BORDER};padding:2px 0 2px 8px;margin:4px 0">'
+            f"<b>{escape(self.request.message)}</b>{body}<div>{self.outcome.value}</div></div>"
+        )
+
+    def _snapshot_body(self) -> str:
+        return ""
+
     def _shown(self, response: InputResponse) -> str:
         return ""
 

@@ -724,4 +724,7 @@ async def test_scripted_answers_leave_the_answered_form_in_the_calls_view(app, r
     assert form.inputs["reason"].widget.value == "asked twice" and form.inputs["confirm"].widget.value is True
     assert "Submitted" in form.outcome.value and "(answered by script)" in form.outcome.value
     assert all(b.layout.display == "none" for b in form.buttons), "nothing left to click"
+    # a notebook stored without widget state shows the question and its answer (nbconvert, GitHub)
+    html = view._repr_mimebundle_()["text/html"]
+    assert "Refund inv-7?" in html and "asked twice" in html and "answered by script" in html
     view.close()
