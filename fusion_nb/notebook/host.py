@@ -255,8 +255,13 @@ class Host:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
         return ToolCard(bound.tool, self.app) if has_widget_frontend() else bound
 
-    def serve(self, host: str, port: int, auth: bool) -> Any:
-        """Start serving (once); print the URL, token and client configuration."""
+    def serve(self, host: str, port: int, auth: bool, token: str | None = None, hide_token: bool = False) -> Any:
+        """Start serving (once); print the URL, token and client configuration.
+
+        ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else a new one;
+        ``hide_token`` prints ``TOKEN`` in its place.
+        """
+        from ..mcp.client_config import TOKEN_ENV
         from .serve import KernelServer
 
         if self.kernel is None:
@@ -268,8 +273,9 @@ class Host:
         if self.server is not None and self.server.running:
             print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
             return None
-        self.server = KernelServer(self.app, host=host, port=port, auth=auth)
-        print(self.server.snippets())
+        chosen = token or os.environ.get(TOKEN_ENV) or None
+        self.server = KernelServer(self.app, host=host, port=port, auth=auth, token=chosen)
+        print(self.server.snippets(hide_token=hide_token))
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
