@@ -28,7 +28,7 @@ lab: $(LAB_STAMP)
 	@echo "fusion-nb is $(VENV)/bin/fusion-nb (or run: . $(VENV)/bin/activate)"
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_FIRST) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# Re-run every teaching notebook top to bottom, storing outputs and widget state (notebooks/README.md).
+# Re-run every teaching notebook top to bottom, storing their outputs (notebooks/README.md).
 notebooks: $(STAMP)
 	$(PY) scripts/notebooks.py execute
 
