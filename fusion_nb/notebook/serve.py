@@ -45,6 +45,10 @@ class KernelServer:
     def running(self) -> bool:
         return not self._task.done()
 
+    async def serving(self) -> None:
+        """Wait until the server has stopped (a terminal's server thread runs its loop until then)."""
+        await self._task
+
     def stop_soon(self) -> None:
         self._uvicorn.should_exit = True
 
