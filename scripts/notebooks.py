@@ -24,7 +24,7 @@ What normalising does, and why:
 - widget model ids (random per run) become sequential in the order the outputs show them,
   so rebuilding with unchanged widgets changes nothing;
 - the absolute path of a printed ``"command"`` (this machine's venv) becomes
-  ``/path/to/.venv/bin/...``;
+  ``/path/to/.venv/bin/...``, and a quoted absolute ``.ipynb`` path ``"/path/to/NAME.ipynb"``;
 - secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one), a
   ``FUSION_NB_TOKEN`` value or a ``token=`` query value found in an output, everywhere in
   the file. nbval's sanitiser (``notebooks/sanitize.cfg``) maps live values the same way.
@@ -55,6 +55,8 @@ SECRET_PATTERNS = (
 #: a printed config's command: ``"command": "/home/me/x/.venv/bin/fusion-nb"`` (quotes escaped in JSON text)
 COMMAND = re.compile(r'(\\"command\\": \\")/[^"\\]*/([^/"\\]+\\")')
 COMMAND_DIR = "/path/to/.venv/bin/"
+#: an absolute notebook path in a printed config (``fusion-nb check``'s stdio entry)
+NOTEBOOK_PATH = re.compile(r'(\\")/[^"\\]*/([^/"\\]+\.ipynb\\")')
 MODEL_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 
 
@@ -147,6 +149,7 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
             if output["output_type"] == "execute_result":
                 output["execution_count"] = cell["execution_count"]
     text = COMMAND.sub(lambda match: match.group(1) + COMMAND_DIR + match.group(2), json.dumps(nb))
+    text = NOTEBOOK_PATH.sub(lambda match: match.group(1) + "/path/to/" + match.group(2), text)
     for secret in sorted(secrets_in(json.loads(text)), key=len, reverse=True):
         text = text.replace(secret, PLACEHOLDER)
     shown = shown_model_ids(json.loads(text))

@@ -178,14 +178,20 @@ def _shown(host: str) -> str:
 
 
 def _print_configs(url: str, token: str | None, *, port_fixed: bool, token_fixed: bool) -> None:
-    """The pasteable client configs, on stderr (a person reads them; stdout stays free)."""
+    """The pasteable client configs, on stderr (a person reads them; stdout stays free).
+
+    A token the operator chose (``--token``, ``FUSION_NB_TOKEN``) reads ``TOKEN``: they know
+    it, and a service's log must not keep it. A generated one is printed (it is already,
+    once: nobody could connect otherwise).
+    """
     from ..mcp.client_config import http_configs, restart_note
 
     note = restart_note(
         port_fixed=port_fixed, token_fixed=token_fixed, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
     )
+    hidden = f"the one given by --token or ${TOKEN_ENV}" if token_fixed else None
     with contextlib.suppress(OSError, ValueError):
-        print(http_configs(url, token, note=note), file=sys.stderr, flush=True)
+        print(http_configs(url, token, note=note, hidden=hidden), file=sys.stderr, flush=True)
 
 
 def _bind(host: str, port: int) -> socket.socket:

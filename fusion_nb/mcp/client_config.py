@@ -95,15 +95,16 @@ def restart_note(*, port_fixed: bool, token_fixed: bool, how: str) -> str:
     )
 
 
-def http_configs(url: str, token: str | None, *, note: str, hide_token: bool = False) -> str:
+def http_configs(url: str, token: str | None, *, note: str, hidden: str | None = None) -> str:
     """The text printed when serving Streamable HTTP at ``url``: endpoint, token and pasteable configs.
 
     Claude Desktop gets the stdio bridge (``fusion-nb connect``, no Node needed) with the
     token in its ``env``; VS Code and the Inspector speak HTTP with the header.
-    ``hide_token`` prints ``TOKEN`` instead (a notebook that is saved or shared then never
-    holds the secret); ``note`` is the ``restart_note`` sentence.
+    ``hidden`` (where the token is to be found) prints ``TOKEN`` instead: a notebook that
+    is saved or shared, or a service's log, then never holds the secret. ``note`` is the
+    ``restart_note`` sentence.
     """
-    shown = (HIDDEN if hide_token else token) if token else None
+    shown = (HIDDEN if hidden else token) if token else None
     headers = {"Authorization": f"Bearer {shown}"} if shown else {}
     claude = {"mcpServers": {SERVER_NAME: launch(["connect", url], {TOKEN_ENV: shown} if shown else None)}}
     vscode = {"servers": {SERVER_NAME: {"type": "http", "url": url, **({"headers": headers} if headers else {})}}}
@@ -113,8 +114,8 @@ def http_configs(url: str, token: str | None, *, note: str, hide_token: bool = F
         inspector += f' --header "Authorization: Bearer {shown}"'
     if not token:
         token_line = "No authentication (--no-auth): loopback development only."
-    elif hide_token:
-        token_line = f"Bearer token: {HIDDEN} (hidden; fusion_nb.notebook.server().token holds it)"
+    elif hidden:
+        token_line = f"Bearer token: {HIDDEN} (hidden; {hidden})"
     else:
         token_line = f"Bearer token: {token}"
     return "\n".join(

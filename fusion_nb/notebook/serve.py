@@ -77,7 +77,8 @@ class KernelServer:
             how=f"%fusion serve --port {self.port} --token <secret> (or {client_config.TOKEN_ENV} "
             "in the environment Jupyter starts from)",
         )
-        return client_config.http_configs(self.url, self.token, note=note, hide_token=hide_token)
+        hidden = "fusion_nb.notebook.server().token holds it" if hide_token else None
+        return client_config.http_configs(self.url, self.token, note=note, hidden=hidden)
 
     def __repr__(self) -> str:
         return f"<KernelServer {self.url} {'running' if self.running else 'stopped'}>"

@@ -65,16 +65,19 @@ async def test_http_serving_prints_configs_that_work_as_pasted():
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_fixed_port_and_token_are_said_to_survive_a_restart():
+async def test_a_chosen_token_stays_out_of_the_log_and_a_fixed_port_and_token_survive_a_restart():
     import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    fixed = ("--port", str(port), "--token", "fixed-token-0123456789")
-    async with (
-        served("service_app", *fixed, ready=PRINTED) as server,
-        host_client(entry_of("\n".join(server.lines))) as client,
-    ):
-        assert (await client.call_tool("echo", {"text": "x"})).structured_content["text"] == "x"
-    assert any("Port and token are fixed" in line for line in server.lines), server.lines
+    chosen = "fixed-token-0123456789"
+    async with served("service_app", "--port", str(port), "--token", chosen, ready=PRINTED) as server:
+        printed = "\n".join(server.lines)
+        assert chosen not in printed, "an operator's token never reaches a service log"
+        assert "Port and token are fixed" in printed and "Bearer token: TOKEN (hidden;" in printed
+        claude = entry_of(printed)
+        assert claude["env"] == {"FUSION_NB_TOKEN": "TOKEN"}
+        claude["env"] = {"FUSION_NB_TOKEN": chosen}  # what the operator puts in
+        async with host_client(claude) as client:
+            assert (await client.call_tool("echo", {"text": "x"})).structured_content["text"] == "x"

@@ -125,13 +125,15 @@ def test_a_printed_config_loses_its_token_and_this_machines_path():
     printed = (
         '{"mcpServers": {"fusion-nb": {"command": "/home/ada/src/fusion-nb/.venv/bin/fusion-nb",\n'
         f'  "args": ["connect", "http://127.0.0.1:8765/mcp"], "env": {{"FUSION_NB_TOKEN": "{token}"}}}}}}}}\n'
+        '{"args": ["serve", "/home/ada/src/reports.ipynb"]}\n'
     )
     output = {"output_type": "stream", "name": "stdout", "text": printed}
     cell = {"cell_type": "code", "id": "c", "execution_count": 1, "metadata": {}, "source": "", "outputs": [output]}
     normalised = tool.normalize({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]})
     text = normalised["cells"][0]["outputs"][0]["text"]
     assert token not in text and '"FUSION_NB_TOKEN": "TOKEN"' in text
-    assert '"command": "/path/to/.venv/bin/fusion-nb"' in text and "/home/ada" not in text
+    assert '"command": "/path/to/.venv/bin/fusion-nb"' in text and '"/path/to/reports.ipynb"' in text
+    assert "/home/ada" not in text
 
 
 @pytest.mark.parametrize(
