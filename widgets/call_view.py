@@ -33,6 +33,7 @@ from .status import (
     NAME_WIDTH,
     STATUS_WIDTH,
     VIEW_WIDTH,
+    error_html,
     escape,
     look,
     percent_of,
@@ -70,7 +71,7 @@ class CallView(w.VBox):
         )
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, layout=w.Layout(width=BAR_WIDTH, flex="0 0 auto"))
         # a fixed width: the row's message is cut with an ellipsis inside it, never wrapped
-        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="0 0 auto", overflow="hidden"))
+        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="1 1 auto", min_width="0"))
         self.stop_button = w.Button(
             description="Stop",
             icon="stop",
@@ -113,7 +114,9 @@ class CallView(w.VBox):
         self._release()
         self.stop_button.layout.display = "none"
         if self.call.result is not None:
-            self.details.value = traceback_html(self.call.result)
+            # the row cuts long errors; below it the whole error (a Stop needs no explaining)
+            shown = error_html(self.call.result) if self.call.status != "cancelled" else ""
+            self.details.value = shown + traceback_html(self.call.result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 

@@ -60,11 +60,12 @@ ANSWERED: dict[str, tuple[str, str, str]] = {
     "cancel": ("■", "Dismissed", CANCEL),
 }
 
-#: the one-line status row never wraps: fixed widths, ellipsis, full text on hover
-VIEW_WIDTH = "760px"
+#: the one-line status row never wraps: it takes the cell's width, its message is the elastic
+#: part (ellipsised, the whole line on hover); a failed call's full error is shown below it
+VIEW_WIDTH = "100%"
 BAR_WIDTH = "160px"
-NAME_WIDTH = "150px"
-STATUS_WIDTH = "400px"
+NAME_WIDTH = "220px"
+STATUS_WIDTH = "100%"
 
 
 def look(status: str) -> Look:
@@ -138,6 +139,17 @@ def error_summary(result: CallResult, limit: int = 200) -> str:
     if error is None:
         return ""
     return shorten(f"{error.code}: {error.message}", limit)
+
+
+def error_html(result: CallResult) -> str:
+    """A failed call's whole error, wrapped, under its row: code, sentence and what to do."""
+    error = result.error
+    if error is None:
+        return ""
+    text = f"{error.code}: {error.message}"
+    if error.recovery:
+        text += f" {error.recovery}"
+    return f'<div style="white-space:pre-wrap;overflow-wrap:anywhere">{colored(escape(text), ERROR)}</div>'
 
 
 def shorten(text: str, limit: int) -> str:

@@ -19,10 +19,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from ._background import Detached, Event, Workers, is_cancellation, is_foreign_cancellation, new_event
-from ._call import DONE, FAILED, RUNNING, WAITING, Call, CallStatus
+from ._call import CANCELLED_STATUS, DONE, FAILED, RUNNING, WAITING, Call, CallStatus
 from ._channel import DEFER, InputChannel
 from ._context import Context
-from ._errors import INTERNAL_ERROR, TIMEOUT, Aborted, ToolError, internal_error, new_error_id, no_way_to_ask
+from ._errors import (
+    CANCELLED,
+    INTERNAL_ERROR,
+    TIMEOUT,
+    Aborted,
+    ToolError,
+    internal_error,
+    new_error_id,
+    no_way_to_ask,
+    refused_again,
+)
 from ._errors import rounds_exceeded as too_many_rounds
 from ._handlers import make_runner
 from ._interactive import (
@@ -377,6 +387,10 @@ class Runner:
                             rounds_token = current_rounds.set(rounds)
                         else:
                             current_rounds.set(rounds)
+                    else:
+                        refused = rounds.refusal(value)
+                        if refused is not None:  # a person's "no" ends the question, on every channel
+                            raise refused_again(tool.name, value.message, refused)
                     rounds.record(value, await self._collect(value, rounds))
             finally:
                 if rounds_token is not None:
@@ -404,7 +418,7 @@ class Runner:
                 return
             result = self._crashed(exc)
         self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, FAILED if result.is_error else DONE)
+        call.settle(result, _status_of(result))
 
     def _crashed(self, exc: BaseException) -> CallResult:
         """An unexpected exception: logged with an id; the client gets the class and the id."""
@@ -465,3 +479,10 @@ class Runner:
                 ) from None
         content, structured = present(value)
         return CallResult(value, content, structured)
+
+
+def _status_of(result: CallResult) -> CallStatus:
+    """A dismissed question ends the call as cancelled (the person stopped it), any other error as failed."""
+    if not result.is_error:
+        return DONE
+    return CANCELLED_STATUS if result.error is not None and result.error.code == CANCELLED else FAILED

@@ -33,10 +33,11 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
+from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
 from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
+from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
 from .terminal import TerminalInputChannel
@@ -76,7 +77,9 @@ class Host:
         # inline forms (failing fast without a frontend); a text prompt in terminal IPython
         self.notebook_channel: InputChannel = TerminalInputChannel() if _is_terminal(shell) else WidgetInputChannel()
         scripted = os.environ.get(ANSWERS_ENV)
-        self.script_answers(json.loads(scripted) if scripted else None)
+        #: what ``script_answers(None)`` goes back to: the environment's answers, else forms
+        self.default_answers: Mapping[str, Any] | None = json.loads(scripted) if scripted else None
+        self.script_answers(None)
         # -- the running cell ----------------------------------------------------------
         self.cell_running = False
         self.cell_parent: str | None = None
@@ -103,10 +106,21 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
+        # typing into a form while its cell awaits: every keystroke must reach the kernel
+        self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
-        """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
-        self.app.input_channel = ScriptedAnswers(answers) if answers is not None else self.notebook_channel
+        """Answer input requests from a mapping or callable.
+
+        ``None`` goes back to the default: ``FUSION_NB_ANSWERS`` when the environment
+        sets it (an unattended run), else the notebook's forms.
+        """
+        if answers is None:
+            answers = self.default_answers
+        # scripted answers still leave their (answered) forms in the notebook: see ShownScriptedAnswers
+        self.app.input_channel = (
+            ShownScriptedAnswers(ScriptedAnswers(answers)) if answers is not None else self.notebook_channel
+        )
 
     def binding_name(self, tool: Tool) -> str:
         """The notebook name a tool is bound to (``report.generate`` -> ``report_generate``)."""
@@ -213,11 +227,25 @@ class Host:
             cleaned = False
         self.interrupted.append(Interrupted(call.tool.name if call.tool else "?", cleaned))
 
-    def quiet(self, error: BaseException) -> BaseException:
-        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's)."""
-        line = self._one_line(type(error).__name__, str(error))
-        error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
+    def quiet(self, error: BaseException, line: str | None = None) -> BaseException:
+        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's).
+
+        ``line`` replaces the error's own text (a Stop reads like an interrupt, not like a failure).
+        """
+        shown = line if line is not None else self._one_line(type(error).__name__, str(error))
+        error._render_traceback_ = lambda: [shown]  # type: ignore[attr-defined]
         return error
+
+    async def stopped_line(self, call: Call) -> str:
+        """``Stopped: slow was stopped; its cleanup ran.`` for a call a person ended (Stop, Dismiss)."""
+        name = call.tool.name if call.tool else "?"
+        error = call.result.error if call.result is not None else None
+        if not call.signal.aborted and error is not None:  # ended by its handler: a dismissed question
+            return f"Cancelled: {error.message}"
+        with anyio.move_on_after(CLEANUP_WAIT):
+            await call.wait_stopped()
+            return f"Stopped: {name} was stopped; its cleanup ran."
+        return f"Stopped: {name} was stopped; its cleanup is still running."
 
     def _one_line(self, name: str, text: str) -> str:
         """An error line as IPython shows one: the name in red (unless colours are off), then the text."""
@@ -339,6 +367,8 @@ class Host:
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        if self._undo_comm_status is not None:
+            self._undo_comm_status()
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)
