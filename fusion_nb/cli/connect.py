@@ -72,9 +72,9 @@ at URL, e.g. the one `%fusion serve` prints. Progress, cancellation and elicitat
 pass through in both protocol eras.
 """
 EPILOG = """\
-Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it:
-  {"mcpServers": {"notebook": {"command": "fusion-nb",
-      "args": ["connect", "http://127.0.0.1:8765/mcp", "--header", "Authorization: Bearer <token>"]}}}
+Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it (with absolute paths):
+  {"mcpServers": {"fusion-nb": {"command": "/path/to/.venv/bin/fusion-nb",
+      "args": ["connect", "http://127.0.0.1:8765/mcp"], "env": {"FUSION_NB_TOKEN": "<token>"}}}}
 """
 
 

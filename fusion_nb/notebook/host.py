@@ -1,8 +1,9 @@
 """The kernel-side host: one per IPython shell, created by ``%load_ext fusion_nb``.
 
-It owns the app the magics register into, the notebook's input channel, the
-interrupt wiring, the MCP server started by ``%fusion serve`` and the traffic log
-``%fusion inspect`` shows.
+It owns the app the magics register into, the notebook's input channel (inline
+forms; a text prompt in terminal IPython, see ``terminal``), the interrupt wiring,
+the MCP server started by ``%fusion serve`` (on a thread of its own in a terminal)
+and the traffic log ``%fusion inspect`` shows.
 
 One rule for calls started from a cell: every call started while a cell runs, from
 that cell (``await tool()``, ``await app.call(...)``, ``tool.start()``,
@@ -34,11 +35,12 @@ import anyio
 
 from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
+from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
+from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
 
 log = logging.getLogger("fusion_nb")
@@ -72,7 +74,8 @@ class Host:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None  # terminal IPython between cells: no loop to wire
-        self.notebook_channel = WidgetInputChannel()  # inline forms; fails fast without a frontend
+        # inline forms (failing fast without a frontend); a text prompt in terminal IPython
+        self.notebook_channel: InputChannel = TerminalInputChannel() if _is_terminal(shell) else WidgetInputChannel()
         scripted = os.environ.get(ANSWERS_ENV)
         #: what ``script_answers(None)`` goes back to: the environment's answers, else forms
         self.default_answers: Mapping[str, Any] | None = json.loads(scripted) if scripted else None
@@ -283,21 +286,29 @@ class Host:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
         return ToolCard(bound.tool, self.app) if has_widget_frontend() else bound
 
-    def serve(self, host: str, port: int, auth: bool) -> Any:
-        """Start serving (once); print the URL, token and client configuration."""
-        from .serve import KernelServer
+    def serve(self, host: str, port: int, auth: bool, token: str | None = None, hide_token: bool = False) -> Any:
+        """Start serving (once); print the URL, token and client configuration.
 
-        if self.kernel is None:
-            print(
-                "%fusion serve needs a Jupyter kernel, whose event loop keeps running between cells; "
-                "in a terminal serve the notebook with `fusion-nb serve notebook.ipynb` instead."
-            )
-            return None
+        ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else a new one;
+        ``hide_token`` prints ``TOKEN`` in its place.
+        """
+        from ..mcp.client_config import TOKEN_ENV
+        from .serve import KernelServer
+        from .terminal import serve_in_thread
+
         if self.server is not None and self.server.running:
             print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
             return None
-        self.server = KernelServer(self.app, host=host, port=port, auth=auth)
-        print(self.server.snippets())
+        chosen = token or os.environ.get(TOKEN_ENV) or None
+
+        def start() -> KernelServer:
+            return KernelServer(self.app, host=host, port=port, auth=auth, token=chosen)
+
+        # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
+        self.server = start() if self.kernel is not None else serve_in_thread(start)
+        print(self.server.snippets(hide_token=hide_token))
+        if self.kernel is None:
+            print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
@@ -377,6 +388,13 @@ class Host:
         self._close_panel()
         if self.inspector is not None:
             self.inspector.close()
+
+
+def _is_terminal(shell: Any) -> bool:
+    """Whether ``shell`` is terminal IPython (a person at a prompt), not a kernel or a headless shell."""
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+
+    return isinstance(shell, TerminalInteractiveShell)
 
 
 def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:
