@@ -184,11 +184,14 @@ def execute(path: Path, timeout: int) -> None:
     elsewhere on the machine (a user-level one may point at a Python without fusion-nb).
     """
     import asyncio
+    import os
 
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
+    # nobody clicks in an unattended run: the forms get the answers a person would give
+    os.environ.setdefault("FUSION_NB_ANSWERS", (NOTEBOOKS / "answers.json").read_text())
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     this_python = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     client = NotebookClient(

@@ -71,7 +71,7 @@ class Kernel:
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> Kernel:
-        # the teaching notebooks' unattended answers (notebooks/conftest.py) are not for these kernels
+        # scripted answers from the environment (an unattended notebook run) are not for these kernels
         inherited = {name: value for name, value in os.environ.items() if name != "FUSION_NB_ANSWERS"}
         env = {**inherited, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
         await self.km.start_kernel(env=env)
