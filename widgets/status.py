@@ -127,8 +127,11 @@ def status_text(call: Call, elapsed: float) -> str:
 
 
 def tail_of(call: Call) -> str:
-    """The row's last part: the error of a failed call, else the current (or last) message."""
-    if call.result is not None and call.result.error is not None:
+    """The row's last part: the error of a failed call, else the current (or last) message.
+
+    A cancelled call's error only repeats its status (a person stopped it): its last message stays.
+    """
+    if call.result is not None and call.result.error is not None and call.status != "cancelled":
         return error_summary(call.result)
     return message_of(call)
 
