@@ -218,6 +218,8 @@ def test_progress_form_and_interrupt(lab):
             form.locator(".widget-text input").click()
             page.keyboard.type("customer asked twice", delay=80)
             time.sleep(0.3)
+            # the README's picture (docs/images/inline-form.png is a copy of the lab one)
+            page.locator(".jp-Notebook .jp-Cell").nth(4).screenshot(path=str(ARTIFACTS / f"{frontend}-form-cell.png"))
             form.locator("button", has_text="Submit").click()
             page.wait_for_function(
                 "() => document.body.innerText.includes('refunded inv-7: customer asked twice')", timeout=30_000
