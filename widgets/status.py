@@ -30,6 +30,15 @@ def css_var(name: str, fallback: str) -> str:
     return f"var(--jp-{name}, {fallback})"
 
 
+def paint(prop: str, color: str) -> str:
+    """``prop:plain;prop:var(...)``: JupyterLab's sanitiser drops a ``var()`` declaration in an
+    untrusted (freshly cloned) notebook's HTML, so the plain colour comes first and stays."""
+    if not (color.startswith("var(") and color.endswith(")")):
+        return f"{prop}:{color}"
+    plain = color[4:-1].partition(",")[2].strip()
+    return f"{prop}:{plain};{prop}:{color}" if plain else f"{prop}:{color}"
+
+
 #: the palette: JupyterLab's semantic colours (they switch with the theme)
 INFO = css_var("info-color1", "#0288d1")
 SUCCESS = css_var("success-color1", "#388e3c")
@@ -173,7 +182,7 @@ def escape(text: object) -> str:
 def colored(text: str, color: str, *, bold: bool = False) -> str:
     """``text`` (already escaped) in ``color``."""
     weight = ";font-weight:600" if bold else ""
-    return f'<span style="color:{color}{weight}">{text}</span>'
+    return f'<span style="{paint("color", color)}{weight}">{text}</span>'
 
 
 def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH) -> str:
@@ -184,7 +193,7 @@ def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH
     cells = "".join(f'<span style="{css}">{part}</span>' for part, css in parts)
     return (
         f'<div title="{escape(title)}" style="display:flex;align-items:baseline;gap:8px;white-space:nowrap;'
-        f'overflow:hidden;width:{width};max-width:100%;color:{TEXT};line-height:22px">{cells}</div>'
+        f'overflow:hidden;width:{width};max-width:100%;{paint("color", TEXT)};line-height:22px">{cells}</div>'
     )
 
 
@@ -198,9 +207,9 @@ def snapshot_html(call: Call, elapsed: float) -> str:
     face = look(call.status)
     percent = percent_of(call)
     bar = (
-        f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;background:{TRACK};'
+        f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;{paint("background", TRACK)};'
         f'border-radius:2px;overflow:hidden"><span style="display:block;height:100%;width:{percent:.0f}%;'
-        f'background:{face.color}"></span></span>'
+        f'{paint("background", face.color)}"></span></span>'
     )
     return row_html(
         [
@@ -222,6 +231,6 @@ def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     return [
         (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:10em"),
         (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),
-        (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;color:{MUTED}"),
+        (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;{paint('color', MUTED)}"),
         (escape(tail), ELLIPSIS),
     ]
