@@ -26,6 +26,7 @@ import ipywidgets as w
 
 from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
+from .closing import close_parts, close_tree
 from .coalesce import Coalescer
 from .prompt import Prompt
 from .status import (
@@ -183,12 +184,18 @@ class CallView(w.VBox):
         return not self.coalescer.closed
 
     def close(self) -> None:
-        """Stop following the call and close the widgets."""
+        """Stop following the call and close every model the view made (layouts and styles too).
+
+        The prompts it hosts are not closed: one prompt may live in several views of
+        the same call (it is the form the person answered, and the other views show it).
+        """
         self._stop()
         self._release()
-        for widget in (self.name_label, self.bar, self.status_line, self.stop_button, self.details, self.input_box):
+        close_tree(self.row)
+        for widget in (self.details, self.input_box):  # the input box, not the prompts in it
+            close_parts(widget)
             widget.close()
-        self.row.close()
+        close_parts(self)
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:

@@ -273,7 +273,8 @@ class Host:
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
-            self.panel = ActivityPanel(self.app)
+            self._close_panel()  # a panel of an earlier serve lets go of the app first
+            self.panel = ActivityPanel(self.app, origin=self._origin)
         return self.panel
 
     def stop(self) -> Any:
