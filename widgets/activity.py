@@ -13,11 +13,12 @@ unless a person could act on them:
   ``live_at_once(call)`` says so (a long-running task). Its widgets are closed, every
   model with its layout and style, when the call settles; the row moves to *recent*.
 - **Recent** rows (the last ``history`` finished calls that had a live row or failed)
-  are text in the board: tool, arguments (bounded), who called, status, and the
-  result or error in full behind a disclosure.
+  are text: tool, arguments (bounded), who called, status, and the result or error
+  in full behind a disclosure.
 
-The board (summary and recent rows) is one HTML widget; it and the live rows are
-redrawn together by one coalesced flush, paced so the panel sends at most
+The panel is the summary line (``header``), the live rows, and the recent rows
+(``board``), each one HTML widget; they are redrawn together by one coalesced flush,
+paced so the panel sends at most
 ``max_messages`` comm messages a second in total (10 by default), whatever the call
 rate: after a flush that changed ``n`` widgets the next one waits ``n / max_messages``
 seconds (never less than ``interval``).
@@ -26,7 +27,7 @@ seconds (never less than ``interval``).
 and vanishes within a second is noise, and an agent's quick calls take milliseconds;
 a call still running after a second is one a person may want to watch or stop.
 
-The ``text/plain`` of the panel is the board as text (summary, live calls, recent
+The ``text/plain`` of the panel is all of it as text (summary, live calls, recent
 calls), so a terminal, nbconvert and an unopened notebook read what the widget shows.
 
 A 2026-era call that asks its client for input ends with *input required*, and the
@@ -177,9 +178,11 @@ class ActivityPanel(w.VBox):
         self.max_messages = max_messages
         self.origin = origin or (lambda: "local")
         self.live_at_once = live_at_once or (lambda call: False)
-        self.board = w.HTML("")
+        self.header = w.HTML("")
         self.live_box = w.VBox([])
-        super().__init__([self.live_box, self.board])
+        self.board = w.HTML("")
+        super().__init__([self.header, self.live_box, self.board])
+        self.add_class("fusion-activity")  # (for the front end's stylesheets and tests)
         #: calls started and not settled, oldest first (no widget until promoted)
         self.running: dict[Call, Row] = {}
         #: calls that ended input-required, waiting for their client's next round, by tool and arguments
@@ -295,10 +298,10 @@ class ActivityPanel(w.VBox):
         for row in self.running.values():
             if row.live is not None:
                 sent += row.live.refresh()
-        board = self.board_html()
-        if board != self.board.value:
-            self.board.value = board
-            sent += 1
+        for widget, value in ((self.header, self.header_html()), (self.board, self.board_html())):
+            if value != widget.value:
+                widget.value = value
+                sent += 1
         self.messages += sent
         # pace on what was sent: at most ``max_messages`` a second, whatever the call rate
         self.coalescer.interval = max(self.interval, sent / self.max_messages)
@@ -334,16 +337,20 @@ class ActivityPanel(w.VBox):
             text += f" · {waiting} waiting for a client's answer"
         return text
 
-    def board_html(self) -> str:
-        """The summary line and the recent rows, each with its result or error in full."""
+    def header_html(self) -> str:
+        """The summary line: ``<b>app</b> · 312 calls in the last minute, 0 failed``."""
         name = escape(getattr(self.app, "name", "app"))
-        lines = [f'<div style="color:{TEXT}"><b>{name}</b> · {escape(self.summary())}</div>']
+        frame = f"max-width:{VIEW_WIDTH};color:{TEXT};border-bottom:1px solid {BORDER};padding-bottom:2px"
+        return f'<div style="{frame}"><b>{name}</b> · {escape(self.summary())}</div>'
+
+    def board_html(self) -> str:
+        """The recent rows, each with its arguments and its result or error in full (folded)."""
         rows = [*self.continuing.values(), *self.recent]
-        if rows:
-            lines.append(f'<div style="color:{MUTED};font-size:90%;margin-top:4px">recent</div>')
-            lines += [recent_html(row) for row in rows]
-        frame = f"max-width:{VIEW_WIDTH};border-top:1px solid {BORDER};padding-top:2px"
-        return f'<div style="{frame}">{"".join(lines)}</div>'
+        if not rows:
+            return ""
+        lines = [f'<div style="color:{MUTED};font-size:90%;margin-top:4px">recent</div>']
+        lines += [recent_html(row) for row in rows]
+        return f'<div style="max-width:{VIEW_WIDTH}">{"".join(lines)}</div>'
 
     def text(self) -> str:
         """The panel as plain text: summary, live calls, recent calls."""
@@ -375,13 +382,13 @@ class ActivityPanel(w.VBox):
         self.running.clear()
         self.continuing.clear()
         self.recent.clear()
-        close_tree(self.board)
-        close_tree(self.live_box)
+        for part in (self.header, self.live_box, self.board):
+            close_tree(part)
         close_parts(self)
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
-        """The widget, with the board as text (read where widgets cannot render)."""
+        """The widget, with the panel as text (read where widgets cannot render)."""
         bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:
             bundle["text/plain"] = self.text()
@@ -449,5 +456,6 @@ def recent_html(row: Row) -> str:
         f'<details style="color:{TEXT}"><summary style="white-space:nowrap;overflow:hidden;'
         f'text-overflow:ellipsis">{line}</summary>'
         f'<div style="color:{MUTED};font-size:90%">arguments: <code>{escape(compact_json(row.call.arguments or {}))}'
-        f'</code></div><pre style="white-space:pre-wrap;margin:2px 0">{outcome}</pre>{crash}</details>'
+        f'</code></div><pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0">'
+        f"{outcome}</pre>{crash}</details>"
     )

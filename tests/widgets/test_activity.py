@@ -78,7 +78,7 @@ async def test_quick_calls_make_no_widget_and_show_in_the_summary_only(tools, se
     elapsed = anyio.current_time() - started
     assert open_models() == models, "a quick call costs no widget model"
     assert panel.live == {} and list(panel.recent) == []
-    assert "300 calls in the last minute, 0 failed" in panel.board.value
+    assert "300 calls in the last minute, 0 failed" in panel.header.value
     assert "300 calls in the last minute, 0 failed" in panel.text()
     # coalesced: at most 10 messages a second in total (plus the first and the last flush)
     assert len(sends) <= 10 * elapsed + 2, (len(sends), elapsed)
@@ -97,7 +97,7 @@ async def test_a_long_call_gets_a_live_row_whose_stop_cancels_it_and_closes_ever
     row = panel.live[call]
     await settle_flushes(panel)
     assert "crunching" in row.label.value and "long" in row.label.value and "local" in row.label.value
-    assert "1 live" in panel.board.value
+    assert "1 live" in panel.header.value
     row.stop_button.click()
     result = await call.wait()
     assert result.error is not None and result.error.code == "CANCELLED"
@@ -139,7 +139,7 @@ async def test_a_failed_quick_call_is_listed_with_its_error_in_full(tools):
     result = await tools.call("boom", {})
     await settle_flushes(panel)
     assert result.error is not None
-    assert "1 call in the last minute, 1 failed" in panel.board.value
+    assert "1 call in the last minute, 1 failed" in panel.header.value
     assert result.error.message in panel.board.value.replace("&quot;", '"'), "the whole error is reachable"
     assert "ValueError" in panel.board.value, "a crash's traceback is folded under the row"
     assert "boom" in panel.text() and "INTERNAL_ERROR" in panel.text()
@@ -178,15 +178,15 @@ async def test_a_2026_multi_round_call_is_one_row(app):
     first = await app.call("refund", {"id": "inv-7"}, channel=DeferToClient())
     assert first.input_required is not None
     await settle_flushes(panel)
-    assert "waiting for the client" in panel.board.value
+    assert "waiting for the client" in panel.board.value and "1 waiting for a client" in panel.header.value
     cont = json.loads(json.dumps(first.input_required["continuation"]))
     answer = InputResponse("accept", {"confirm": True})
     done = await app.call("refund", {"id": "inv-7"}, channel=DeferToClient(), resume=cont, response=answer)
     assert done.value == "refunded"
     await settle_flushes(panel)
     assert panel.total == 1, "two engine calls, one call to a person"
-    assert "1 call in the last minute, 0 failed" in panel.board.value
-    assert "waiting for the client" not in panel.board.value
+    assert "1 call in the last minute, 0 failed" in panel.header.value
+    assert "waiting for" not in panel.board.value + panel.header.value
     panel.close()
 
 
