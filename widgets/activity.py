@@ -78,6 +78,8 @@ DELAY = 1.0
 WINDOW = 60.0
 #: arguments shown on a row; the full arguments are in the row's details
 ARGS_LIMIT = 80
+#: calls kept waiting for their client's next round (older ones count as ended)
+MAX_WAITING = 20
 #: a result or error shown in full up to this many characters (``%fusion inspect`` logs the wire)
 DETAIL_LIMIT = 20_000
 
@@ -244,15 +246,24 @@ class ActivityPanel(w.VBox):
         row.ended = time.monotonic()
         result = call.result
         if result is not None and result.input_required is not None:
+            self._retire(row)  # no Stop for a round that has ended; the next round gets its own row rules
+            self.continuing.pop(row.key, None)
             self.continuing[row.key] = row  # the client answers by calling again: same row
+            while len(self.continuing) > MAX_WAITING:  # clients that never answer cost a bounded memory
+                self._finished(self.continuing.pop(next(iter(self.continuing))), listed=False)
             self.coalescer.request()
             return
+        self._finished(row, listed=row.live is not None)
+
+    def _finished(self, row: Row, listed: bool) -> None:
+        """Count ``row`` as ended; list it under *recent* if it had a live row or failed."""
+        result = row.call.result
         failed = result is not None and result.error is not None
         self.total += 1
         self.failed += failed
-        self.ended.append((row.ended, failed))
-        if row.live is not None or failed:
-            self._retire(row)
+        self.ended.append((row.ended or time.monotonic(), failed))
+        self._retire(row)
+        if listed or failed:
             self.recent.appendleft(row)
         self.coalescer.request()
 

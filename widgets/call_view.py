@@ -18,12 +18,14 @@ notebook opened without widget state (GitHub, nbviewer).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import traceback
 from typing import Any
 
 import ipywidgets as w
 
+import fusion_nb.engine
 from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
 from .closing import close_parts, close_tree
@@ -211,12 +213,26 @@ class CallView(w.VBox):
         return f"<CallView {status_text(self.call, self.elapsed)}>"
 
 
+#: where fusion-nb's own frames live (the engine, the MCP layer, the host): not the person's code
+_FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(fusion_nb.engine.__file__)))
+
+
 def traceback_html(result: CallResult) -> str:
-    """A folded traceback for a handler crash (the client only ever sees one sentence)."""
+    """A folded traceback for a handler crash (the client only ever sees one sentence).
+
+    It starts at the first frame of the tool's own code: the frames of fusion-nb that
+    ran the handler (the runner, the worker thread's hop) say nothing about the crash.
+    A crash with no frame outside fusion-nb (a bug of ours) keeps every frame.
+    """
     cause = crash_of(result)
     if cause is None:
         return ""
-    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    shown = traceback.TracebackException.from_exception(cause)
+    own = [frame for frame in shown.stack if not frame.filename.startswith(_FRAMEWORK + os.sep)]
+    if own:
+        first = next(i for i, frame in enumerate(shown.stack) if frame in own)
+        shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
+    text = "".join(shown.format())
     return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"
 
 

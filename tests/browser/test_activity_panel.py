@@ -136,6 +136,9 @@ def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
             panel.get_by_text("the flux capacitor is out of flux").first.wait_for(timeout=10_000)
             served.scroll_into_view_if_needed()
             shot(page, f"{frontend}-panel-2-stopped-and-recent")
+            logged = served.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+            log_text = logged.first.inner_text() if logged.count() else ""
+            assert "Traceback" not in log_text and "tool fragile" in log_text, "the cell's log is one line an error"
             recent = panel.inner_text()
             assert "report.build" in recent and "cancelled" in recent, recent
             assert 'Tool "fragile" failed with ValueError' in recent and 'raise ValueError("the flux' in recent, recent

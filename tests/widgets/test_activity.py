@@ -199,3 +199,18 @@ async def test_call_view_close_closes_layouts_and_styles(tools):
     await call.wait()
     view.close()
     assert open_models() == models, "a closed view leaves no model open"
+
+
+async def test_rounds_nobody_continues_cost_a_bounded_memory(app):
+    from fusion_nb.widgets.activity import MAX_WAITING
+
+    @app.f.mutation("refund").with_string("id").interactive().handle
+    async def refund(input, ctx):
+        return require_input.elicit(f"Refund {input.id}?", {"confirm": ask.boolean("Approve")})
+
+    panel = ActivityPanel(app, delay=3600)
+    for number in range(MAX_WAITING + 5):
+        assert (await app.call("refund", {"id": f"inv-{number}"}, channel=DeferToClient())).input_required
+    assert len(panel.continuing) == MAX_WAITING and panel.total == 5, "the oldest unanswered rounds count as ended"
+    assert panel.live == {}
+    panel.close()

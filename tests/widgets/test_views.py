@@ -550,6 +550,7 @@ async def test_a_crash_shows_its_traceback_in_the_view(app):
         and "ZeroDivisionError: no ratio" in view.details.value
     )
     assert 'raise ZeroDivisionError("no ratio")' in view.details.value.replace("&quot;", '"')
+    assert "_runner.py" not in view.details.value, "the traceback starts at the tool's own code"
 
 
 async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_answer(app):
