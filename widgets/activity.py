@@ -90,7 +90,6 @@ class Row:
 
     call: Call
     origin: str
-    key: str
     started: float
     rounds: int = 1
     ended: float | None = None
@@ -210,12 +209,11 @@ class ActivityPanel(w.VBox):
     def _started(self, call: Call) -> None:
         if call in self.running or self._closed:
             return
-        key = continuation_key(call)
-        row = self.continuing.pop(key, None)
+        row = self.continuing.pop(continuation_key(call), None) if self.continuing else None
         if row is not None:  # the client's next round of a call that asked for input
             row.call, row.rounds, row.ended = call, row.rounds + 1, None
         else:
-            row = Row(call, self.origin(), key, call.started_at)
+            row = Row(call, self.origin(), call.started_at)
         self.running[call] = row
         row.stop = call.watch(self._changed) if not call.settled else (lambda: None)
         if call.settled:
@@ -247,8 +245,9 @@ class ActivityPanel(w.VBox):
         result = call.result
         if result is not None and result.input_required is not None:
             self._retire(row)  # no Stop for a round that has ended; the next round gets its own row rules
-            self.continuing.pop(row.key, None)
-            self.continuing[row.key] = row  # the client answers by calling again: same row
+            key = continuation_key(call)
+            self.continuing.pop(key, None)
+            self.continuing[key] = row  # the client answers by calling again: same row
             while len(self.continuing) > MAX_WAITING:  # clients that never answer cost a bounded memory
                 self._finished(self.continuing.pop(next(iter(self.continuing))), listed=False)
             self.coalescer.request()
@@ -292,14 +291,14 @@ class ActivityPanel(w.VBox):
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop, no timers: such calls only count
-        due = pending[0].started + self.delay - time.monotonic()
+        due = pending[0].call.started_at + self.delay - time.monotonic()  # this round's start
         self._timer = loop.call_later(max(0.0, due), self._promote_due)
 
     def _promote_due(self) -> None:
         self._timer = None
         now = time.monotonic()
         for row in list(self.running.values()):
-            if row.live is None and now - row.started >= self.delay:
+            if row.live is None and now - row.call.started_at >= self.delay:
                 self._promote(row)
         self._arm()
 
