@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import os
 import queue
 import threading
 from collections import Counter
@@ -93,6 +94,11 @@ class WorkerThreads:
         """Workers waiting for a job right now."""
         return len(self._idle)
 
+    def forget_workers(self) -> None:
+        """In a forked child: the parent's threads did not come along, so none is idle here."""
+        self._lock = threading.Lock()
+        self._idle = []
+
     def submit(self, job: Callable[[], None], then: Callable[[], None]) -> None:
         """Run ``job()`` in a worker thread, then ``then()`` once the worker is idle again.
 
@@ -129,6 +135,8 @@ class WorkerThreads:
 
 #: the process's worker threads (threads are a process resource; every app shares them)
 WORKERS = WorkerThreads()
+if hasattr(os, "register_at_fork"):  # a forked worker process starts with no idle worker
+    os.register_at_fork(after_in_child=WORKERS.forget_workers)
 
 
 async def run_in_worker(func: Callable[[], T]) -> T:

@@ -155,3 +155,32 @@ async def test_concurrent_sync_calls_each_get_a_thread_then_share_them(app, thre
     again = [app.start("wait", {}) for _ in range(4)]
     second = {(await call.wait()).value for call in again}
     assert second <= first and len(thread_starts) == before, "the second wave reuses the first wave's workers"
+
+
+def test_a_forked_child_starts_its_own_workers():
+    """A child forked after sync calls finds no (dead) idle worker of its parent's: its calls run."""
+    import multiprocessing
+
+    app = Fusion("forked")
+
+    @app.f.query("ident").handle
+    def ident(input, ctx):
+        return threading.get_ident()
+
+    assert asyncio.run(app.call("ident", {})).value  # the parent now has an idle worker
+
+    def child(results) -> None:
+        results.put(asyncio.run(app.call("ident", {})).value)
+
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    process = context.Process(target=child, args=(results,))
+    process.start()
+    try:
+        assert results.get(timeout=30), "the child's sync call ran"
+    finally:
+        process.join(30)
+        if process.is_alive():  # a hung child must not outlive the test
+            process.kill()
+            process.join(10)
+    assert process.exitcode == 0
