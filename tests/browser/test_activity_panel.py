@@ -142,5 +142,6 @@ def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
             recent = panel.inner_text()
             assert "report.build" in recent and "cancelled" in recent, recent
             assert 'Tool "fragile" failed with ValueError' in recent and 'raise ValueError("the flux' in recent, recent
+            assert "_runner.py" not in recent, "the folded traceback starts at the tool's own code"
         finally:
             browser.close()
