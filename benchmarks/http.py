@@ -31,8 +31,9 @@ parser) and ``--loop`` (``asyncio``, or ``uvloop`` for the whole server process)
 table title names what ran.
 
 After the two tables, the kernel's own figures: iopub messages per quick call (what a
-front end receives), ``1 + 1`` in a cell while ``--agents`` clients call in a loop, and
-the kernel's RSS and live widget count over ``--kernel-calls`` calls.
+front end receives), a sync tool's p50 and the OS threads it started (none per call: its
+body runs on a reused worker), ``1 + 1`` in a cell while ``--agents`` clients call in a
+loop, and the kernel's RSS and live widget count over ``--kernel-calls`` calls.
 
 Run: ``.venv/bin/python benchmarks/http.py [--calls N] [--rounds N] [--clients N] [--http h11] [--loop uvloop]``.
 """
@@ -223,10 +224,11 @@ class Wire:
     """How one wire frames a call: headers and the JSON-RPC body."""
 
     version: str
+    tool: str = "echo"
 
     def call_body(self, number: int) -> bytes:
-        """The ``tools/call`` request for ``echo``."""
-        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}}
+        """The ``tools/call`` request for the tool (``echo``, or the kernel's ``echo.sync``)."""
+        params: dict[str, Any] = {"name": self.tool, "arguments": {"text": "hello"}}
         if self.version == MODERN:
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -238,7 +240,7 @@ class Wire:
     def headers(self) -> dict[str, str]:
         """The wire's per-call headers."""
         if self.version == MODERN:
-            return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+            return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": self.tool}
         return {"MCP-Protocol-Version": LEGACY}
 
     async def connect(self, port: int, token: str) -> Connection:
@@ -290,6 +292,20 @@ class EchoOut(BaseModel):
 @fusion_nb.default_app.f.query("echo").with_string("text").returns(EchoOut).handle
 async def echo(input, ctx):
     return EchoOut(result=input.text)
+
+@fusion_nb.default_app.f.query("echo.sync").with_string("text").returns(EchoOut).handle
+def echo_sync(input, ctx):  # the same, in a worker thread
+    return EchoOut(result=input.text)
+
+import threading
+thread_starts = []
+_start = threading.Thread.start
+
+def _counting_start(self):
+    thread_starts.append(self.name)
+    _start(self)
+
+threading.Thread.start = _counting_start
 """
 
 
@@ -482,6 +498,15 @@ async def kernel_figures(kernel: BenchKernel, endpoint: Endpoint, calls: int, ag
     await asyncio.sleep(1.0)  # and this run's last flush
     per_call = (kernel.iopub - before) / calls
     lines.append(f"- iopub messages per quick call ({calls} sequential calls, amortised): {per_call:.2f}")
+
+    threads_before = int(await kernel.value("len(thread_starts)"))
+    sync = statistics.median(await sequential(Wire(MODERN, "echo.sync"), endpoint, calls))
+    plain = statistics.median(await sequential(wire, endpoint, calls))
+    starts = int(await kernel.value("len(thread_starts)")) - threads_before
+    lines.append(
+        f"- a sync tool (worker thread) vs the async one, p50: {sync * 1e6:,.0f} vs {plain * 1e6:,.0f} µs;"
+        f" OS threads started over {calls} sync calls: {starts}"
+    )
 
     stop = asyncio.Event()
 
