@@ -16,12 +16,12 @@ unless a person could act on them:
   are text: tool, arguments (bounded), who called, status, and the result or error
   in full behind a disclosure.
 
-The panel is the summary line (``header``), the live rows, and the recent rows
-(``board``), each one HTML widget; they are redrawn together by one coalesced flush,
-paced so the panel sends at most
-``max_messages`` comm messages a second in total (10 by default), whatever the call
-rate: after a flush that changed ``n`` widgets the next one waits ``n / max_messages``
-seconds (never less than ``interval``).
+The panel is the summary line (``header``, one HTML widget), the live rows (an HTML
+line and a Stop button each) and the recent rows (``board``, one HTML widget). One
+coalesced flush redraws them all, paced so the panel sends at most ``max_messages``
+comm messages a second in total (10 by default), whatever the call rate: after a flush
+that changed ``n`` widgets the next one waits ``n / max_messages`` seconds (never less
+than ``interval``).
 
 ``delay`` defaults to 1 s for the reason tqdm's ``delay`` exists: a bar that appears
 and vanishes within a second is noise, and an agent's quick calls take milliseconds;
@@ -33,7 +33,9 @@ calls), so a terminal, nbconvert and an unopened notebook read what the widget s
 A 2026-era call that asks its client for input ends with *input required*, and the
 client calls again with the answers: two engine calls, one call to a person. A call
 that ends input-required keeps its row, and the next call of the same tool with the
-same arguments continues it (rounds are counted on the row).
+same arguments continues it (rounds are counted on the row). The engine's call does not
+say which continuation it resumes, so two clients asking the same tool the same thing at
+once share a row; at most ``MAX_WAITING`` rounds wait (older ones count as ended).
 """
 
 from __future__ import annotations
