@@ -18,14 +18,17 @@ notebook opened without widget state (GitHub, nbviewer).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import traceback
 from typing import Any
 
 import ipywidgets as w
 
+import fusion_nb.engine
 from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
+from .closing import close_parts, close_tree
 from .coalesce import Coalescer
 from .prompt import Prompt
 from .status import (
@@ -186,12 +189,18 @@ class CallView(w.VBox):
         return not self.coalescer.closed
 
     def close(self) -> None:
-        """Stop following the call and close the widgets."""
+        """Stop following the call and close every model the view made (layouts and styles too).
+
+        The prompts it hosts are not closed: one prompt may live in several views of
+        the same call (it is the form the person answered, and the other views show it).
+        """
         self._stop()
         self._release()
-        for widget in (self.name_label, self.bar, self.status_line, self.stop_button, self.details, self.input_box):
+        close_tree(self.row)
+        for widget in (self.details, self.input_box):  # the input box, not the prompts in it
+            close_parts(widget)
             widget.close()
-        self.row.close()
+        close_parts(self)
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
@@ -208,12 +217,26 @@ class CallView(w.VBox):
         return f"<CallView {status_text(self.call, self.elapsed)}>"
 
 
+#: where fusion-nb's own frames live (the engine, the MCP layer, the host): not the person's code
+_FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(fusion_nb.engine.__file__)))
+
+
 def traceback_html(result: CallResult) -> str:
-    """A folded traceback for a handler crash (the client only ever sees one sentence)."""
+    """A folded traceback for a handler crash (the client only ever sees one sentence).
+
+    It starts at the first frame of the tool's own code: the frames of fusion-nb that
+    ran the handler (the runner, the worker thread's hop) say nothing about the crash.
+    A crash with no frame outside fusion-nb (a bug of ours) keeps every frame.
+    """
     cause = crash_of(result)
     if cause is None:
         return ""
-    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    shown = traceback.TracebackException.from_exception(cause)
+    own = [frame for frame in shown.stack if not frame.filename.startswith(_FRAMEWORK + os.sep)]
+    if own:
+        first = next(i for i, frame in enumerate(shown.stack) if frame in own)
+        shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
+    text = "".join(shown.format())
     return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"
 
 

@@ -51,7 +51,7 @@ from ._result import CallResult
 from ._schema import input_validator
 from ._slots import Slots
 from ._streaming import ProgressEvent
-from ._threads import ThreadPool
+from ._threads import ThreadPool, describe_crash
 
 if TYPE_CHECKING:
     from ._app import App
@@ -423,6 +423,7 @@ class Runner:
     def _crashed(self, exc: BaseException) -> CallResult:
         """An unexpected exception: logged with an id; the client gets the class and the id."""
         tool, error_id = self.plan.tool, new_error_id()
+        exc = describe_crash(exc)  # a sync body's SystemExit is named as such, not as its carrier
         if isinstance(exc, Aborted):
             log.error(
                 "tool %s (call %s) raised Aborted although the call was not aborted (error id %s)",

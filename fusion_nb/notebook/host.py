@@ -67,6 +67,7 @@ class Host:
         self.app = app
         self.server: Any = None
         self.panel: Any = None  # the activity panel shown by %fusion serve and %fusion status
+        self._undo_log: Callable[[], None] = _nothing  # the compact error lines while the panel shows errors
         self.interrupts: IdleInterrupts | None = None
         self.wake_signal: int | None = None
         self.kernel = getattr(shell, "kernel", None)
@@ -312,7 +313,11 @@ class Host:
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
-            self.panel = ActivityPanel(self.app)
+            from .served_log import compact_errors_while_serving
+
+            self._close_panel()  # a panel of an earlier serve lets go of the app first
+            self.panel = ActivityPanel(self.app, origin=self._origin)
+            self._undo_log = compact_errors_while_serving()
         return self.panel
 
     def stop(self) -> Any:
@@ -330,6 +335,8 @@ class Host:
         if self.panel is not None:
             self.panel.close()  # lets go of the app's call listener
             self.panel = None
+        self._undo_log()
+        self._undo_log = _nothing
 
     def inspect(self, tool: str | None) -> Any:
         """``%fusion inspect [TOOL]``: the tool definitions as a client gets them, and the live traffic log."""
@@ -395,6 +402,10 @@ def _is_terminal(shell: Any) -> bool:
     from IPython.terminal.interactiveshell import TerminalInteractiveShell
 
     return isinstance(shell, TerminalInteractiveShell)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:

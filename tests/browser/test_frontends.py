@@ -135,6 +135,14 @@ def wait_idle(page, timeout=60_000) -> None:
     )
 
 
+def open_notebook(page, url: str) -> None:
+    """Open ``url`` and wait until its notebook is shown and its kernel idle."""
+    page.goto(url)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+    wait_idle(page)
+
+
 def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -170,10 +178,7 @@ def test_progress_form_and_interrupt(lab):
         browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1600})
-            page.goto(f"{base}{path}?token={TOKEN}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
-            wait_idle(page)
+            open_notebook(page, f"{base}{path}?token={TOKEN}")
 
             # define the tools
             for index in (0, 1, 3, 5):
