@@ -78,6 +78,7 @@ def test_opening_a_committed_notebook_marks_nothing_modified(frontend, tmp_path)
                 headless=True,
                 args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
             )
+            bars_seen = 0
             try:
                 for path in NOTEBOOKS:
                     page = browser.new_page(viewport={"width": 1200, "height": 1600})
@@ -87,11 +88,20 @@ def test_opening_a_committed_notebook_marks_nothing_modified(frontend, tmp_path)
                     page.wait_for_timeout(1500)  # and anything else the kernel's arrival changes
                     ARTIFACTS.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(ARTIFACTS / f"committed-{frontend}-{path.stem}.png"))
+                    # a fresh clone is untrusted: its call views show their HTML fallback, bar included
+                    bars = page.evaluate(
+                        """() => Array.from(document.querySelectorAll(
+                            '.jp-OutputArea-output span[style*="height: 10px"] > span'))
+                            .map(e => getComputedStyle(e).backgroundColor)"""
+                    )
+                    bars_seen += len(bars)
+                    assert all(colour not in ("rgba(0, 0, 0, 0)", "transparent") for colour in bars), (path, bars)
                     dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
                     assert dirty is False, f"{frontend} marks {path.name} modified on opening"
                     page.evaluate("() => window.jupyterapp.shell.currentWidget.context.save()")
                     assert (root / path.name).read_text() == path.read_text(), f"{frontend} rewrites {path.name}"
                     page.close()
+                assert bars_seen >= 5, f"the committed call views' progress bars: {bars_seen} drawn"
             finally:
                 browser.close()
     finally:
