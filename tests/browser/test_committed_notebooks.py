@@ -90,9 +90,10 @@ def test_opening_a_committed_notebook_marks_nothing_modified(frontend, tmp_path)
                     page.screenshot(path=str(ARTIFACTS / f"committed-{frontend}-{path.stem}.png"))
                     # a fresh clone is untrusted: its call views show their HTML fallback, bar included
                     bars = page.evaluate(
-                        """() => Array.from(document.querySelectorAll(
-                            '.jp-OutputArea-output span[style*="height: 10px"] > span'))
-                            .map(e => getComputedStyle(e).backgroundColor)"""
+                        """() => Array.from(document.querySelectorAll('.jp-OutputArea-output span'))
+                            .filter(e => e.style.height === '10px' && e.firstElementChild)
+                            .filter(e => e.firstElementChild.style.width !== '0%')
+                            .map(e => getComputedStyle(e.firstElementChild).backgroundColor)"""
                     )
                     bars_seen += len(bars)
                     assert all(colour not in ("rgba(0, 0, 0, 0)", "transparent") for colour in bars), (path, bars)
