@@ -377,6 +377,7 @@ def test_a_reload_after_serving_restores_every_widget(lab, tmp_path):
             for index in range(len(SERVING_CELLS) - 1):
                 run_cell(page, index)
                 wait_idle(page)
+            outputs(page, 3).get_by_text("Bearer token:").first.wait_for(timeout=30_000)  # rendered, not only run
             printed = outputs(page, 3).inner_text()
             url = re.search(r"MCP endpoint: (\S+)", printed).group(1)
             token = re.search(r"Bearer token: (\S+)", printed).group(1)
