@@ -8,6 +8,7 @@ cancellation lands in ``call.wait()``, which aborts the engine call and re-raise
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,21 @@ from .progress import ProgressPump, wants_progress
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
     from starlette.requests import Request
+
+
+#: the MCP client a tool call is started for ("claude-code 2.1"), while ``tools/call`` starts it;
+#: a host that shows who called (the notebook's activity panel) reads it through ``client_label``
+calling_client: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusion_nb_calling_client", default=None)
+
+
+def client_label(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The client's name and version as it declared them, printable and at most 60 characters."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    if info is None:
+        return None
+    label = "".join(c for c in f"{info.name} {info.version}".strip() if c.isprintable())
+    return label if len(label) <= 60 else label[:59] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +147,13 @@ def mcp_server(
     start = app.start
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        calling = calling_client.set(client_label(ctx))  # read as the call starts (the notebook's panel)
+        try:
+            return await run_call(ctx, params)
+        finally:
+            calling_client.reset(calling)
+
+    async def run_call(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         # A requestState here is plaintext: the SDK's RequestStateBoundary (middleware) unsealed and checked it.
         info = RequestInfo(ctx) if app.context_factory is not None else None

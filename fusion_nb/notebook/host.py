@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -171,7 +172,11 @@ class Host:
         return self.cell_running and (self.kernel is None or self._parent_id() == self.cell_parent)
 
     def _origin(self) -> str:
-        """Who starts a call now: this ``cell``, a ``widget`` (a Run button), or an MCP ``client``."""
+        """Who starts a call now: this ``cell``, a ``widget`` (a Run button), or an MCP client by its name."""
+        served = sys.modules.get("fusion_nb.mcp.server")  # loaded once anything serves; not imported here
+        client = served.calling_client.get() if served is not None else None
+        if client is not None:
+            return str(client)
         if self.in_running_cell():
             return "cell"
         if self.kernel is not None:

@@ -120,7 +120,7 @@ def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
             served.scroll_into_view_if_needed()
             shot(page, f"{frontend}-panel-1-live-row")
             row = served.inner_text()
-            assert "report.build" in row and "2026Q3" in row and "client" in row, row
+            assert "report.build" in row and "2026Q3" in row and "browser-test-agent 0" in row, "the client by name"
             assert "1 live" in row, row
             started = time.monotonic()
             stop.click()
