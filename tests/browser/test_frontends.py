@@ -370,7 +370,8 @@ def test_a_reload_after_serving_restores_every_widget(lab, tmp_path):
         browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1400})
-            page.goto(f"{base}{served_page}?token={TOKEN}")
+            # reset: JupyterLab would restore the earlier test's notebook as a second tab (its cells too)
+            page.goto(f"{base}{served_page}?token={TOKEN}&reset")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
             page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
             wait_idle(page)

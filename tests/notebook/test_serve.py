@@ -48,9 +48,11 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
     assert denied.status_code == 401
     seen = await kernel.run("from fusion_nb.notebook import current_host\nprint(current_host().traffic.text('shout'))")
     lines = seen.stdout.splitlines()
-    assert any(re.search(r"shout \(client\) → tools/call \+0 ms \{\"text\":\"hi\"\}", line) for line in lines), lines
-    assert any("shout (client) ← notifications/progress" in line and "50% half" in line for line in lines), lines
-    assert any(re.search(r"shout \(client\) ← result \+\d+ ms", line) for line in lines), lines
+    # each call is named by the client that made it (the SDK's Python client declares itself "mcp <version>")
+    caller = r"shout \(mcp [\w.+-]+\)"
+    assert any(re.search(caller + r" → tools/call \+0 ms \{\"text\":\"hi\"\}", line) for line in lines), lines
+    assert any(re.search(caller + r" ← notifications/progress .*50% half", line) for line in lines), lines
+    assert any(re.search(caller + r" ← result \+\d+ ms", line) for line in lines), lines
     status = await kernel.run("%fusion status")
     assert f"serving at {url}" in status.stdout
     assert status.texts()[-1].startswith("fusion-nb: 2 calls in the last minute, 0 failed"), status.texts()

@@ -12,6 +12,19 @@ def anyio_backend():
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def dummy_comms(monkeypatch):
+    """Widgets here talk to comm's ``DummyComm``, whatever another test imported earlier.
+
+    Importing ``ipykernel.ipkernel`` (anything that touches an in-process kernel does)
+    swaps ``comm.create_comm`` for ipykernel's, whose comms have no kernel in this process,
+    so ipywidgets silently sends nothing and the tests that count messages see none.
+    """
+    import comm
+
+    monkeypatch.setattr(comm, "create_comm", lambda *args, **kwargs: comm.DummyComm(*args, **kwargs))
+
+
 @pytest.fixture
 async def app():
     app = Fusion("widgets", grace=2.0)
