@@ -95,6 +95,20 @@ def add_parser(commands: Any) -> None:
         metavar="SECONDS",
         help="on SIGTERM, how long calls in flight may finish before they are cancelled (default 10)",
     )
+    http.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a connection's next request headers must arrive within this; else 408 and closed (default 10)",
+    )
+    http.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections per worker; one more gets 503 (default: the descriptor limit less 128)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="copy the notebook's cell output to stderr")
     parser.set_defaults(run=run)
 
@@ -103,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     """Validate the options, then serve until the client leaves (stdio) or a signal drains (HTTP)."""
     if args.workers < 1:
         raise CliError("--workers must be 1 or more")
+    if not args.header_timeout > 0:
+        raise CliError("--header-timeout must be a positive number of seconds")
+    if args.max_connections is not None and args.max_connections < 1:
+        raise CliError("--max-connections must be 1 or more")
     if args.transport == "stdio":
         for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
             if given:
@@ -150,9 +168,11 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
         allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
         request_state_keys=[key] if key else None,
     )
+    from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
-    service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr)
+    limits = ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections)
+    service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr, limits=limits)
     port = sock.getsockname()[1]
 
     def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
@@ -267,6 +287,9 @@ def _stop_with_parent() -> None:
 def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
     argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
+    argv += ["--header-timeout", str(args.header_timeout)]
+    if args.max_connections is not None:
+        argv += ["--max-connections", str(args.max_connections)]
     for host in args.allow_host:
         argv += ["--allow-host", host]
     if args.no_auth:

@@ -90,9 +90,21 @@ async def _plain(send: Send, status: int, body: bytes, *, retry: bool = False) -
 
 
 class HttpService:
-    """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain."""
+    """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain.
 
-    def __init__(self, app: App, asgi: Any, sock: Any, *, drain_timeout: float, log: Callable[[str], None]) -> None:
+    ``limits`` (a ``ConnectionLimits``; ``None``: the defaults) bound its connections.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        asgi: Any,
+        sock: Any,
+        *,
+        drain_timeout: float,
+        log: Callable[[str], None],
+        limits: Any = None,
+    ) -> None:
         self.app = app
         self.service = ServiceApp(asgi)
         self.sock = sock
@@ -105,6 +117,7 @@ class HttpService:
             before_drain=streams_ender(asgi),
             timeout_graceful_shutdown=2,
             access_log=False,
+            limits=limits,
         )
         self._drain_task: asyncio.Task[None] | None = None
 
