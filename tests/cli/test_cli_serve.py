@@ -153,6 +153,17 @@ async def test_workers_stopped_while_starting_exit_0():
     assert not any("exited with status" in line for line in server.lines), server.lines
 
 
+@pytest.mark.timeout(600)
+def test_workers_that_cannot_start_stop_the_command_with_status_1_and_are_not_restarted():
+    """A worker that dies before it was ready would die again (a broken SOURCE): no restart loop."""
+    from served import run_cli
+
+    done = run_cli("serve", "no_such_module_anywhere", "--transport", "http", "--port", "0", "--workers", "2")
+    assert done.returncode == 1, done.stderr
+    assert "(before it was ready); stopping the others" in done.stderr
+    assert "starting a new one" not in done.stderr
+
+
 @asyncio_only
 async def test_a_served_notebook_shows_nothing_of_client_calls():
     """No cell runs once start-up is over: a client's call is not rendered as the last cell's output
