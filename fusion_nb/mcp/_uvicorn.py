@@ -113,13 +113,25 @@ class RateLimitedLog:
 
 
 @dataclass
-class _Board:
-    """What the connections of one server share: how many are open, and the refusal log."""
+class Connections:
+    """What the connections of one server share: the limits, who is open, the refusal log.
+
+    ``close_idle`` is how a draining server lets a balancer go elsewhere: its idle
+    keep-alive connections close now, busy ones once their response is sent, so no new
+    request is sent to it on a connection it already had.
+    """
 
     limits: ConnectionLimits
     cap: int
-    open: int = 0
+    open: set[_Guard] = field(default_factory=set)
+    closing: bool = False
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+
+    def close_idle(self) -> None:
+        """From now on no connection outlives its current response; idle ones close at once."""
+        self.closing = True
+        for connection in list(self.open):
+            connection.close_if_idle()
 
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
@@ -147,7 +159,7 @@ class _Guard:
     that refusal instead).
     """
 
-    board: _Board
+    board: Connections
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
 
@@ -157,7 +169,6 @@ class _Guard:
         self._raw = 0
         self._head_bytes = 0
         self._head_fields = 0
-        self._counted = False
         self._deadline: asyncio.TimerHandle | None = None
         self._refusal: bytes | None = None
 
@@ -165,18 +176,18 @@ class _Guard:
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         board = self.board
-        if board.open >= board.cap:
+        if board.closing:
+            self._refuse(_response(503, "Shutting down; retry on another worker.", retry_after=True))
+            return
+        if len(board.open) >= board.cap:
             board.refusals.log(logging.WARNING, "connection limit (%d) reached: new connections get 503", board.cap)
             self._refuse(_response(503, "Too many connections; retry later.", retry_after=True))
             return
-        board.open += 1
-        self._counted = True
+        board.open.add(self)
         self._free()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._counted:
-            self._counted = False
-            self.board.open -= 1
+        self.board.open.discard(self)
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
 
@@ -193,13 +204,26 @@ class _Guard:
         super().on_response_complete()  # type: ignore[misc]
         self._pending = max(0, self._pending - 1)
         if self._pending == 0 and not self.transport.is_closing():
-            self._free()
+            if self.board.closing:
+                self.transport.close()
+            else:
+                self._free()
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
             super().send_400_response(msg)  # type: ignore[misc]
         else:
             self._refuse(self._refusal)
+
+    def close_if_idle(self) -> None:
+        """Close now if nothing of a request has arrived (see ``Connections.close_idle``).
+
+        One whose next request is half received is closed after answering it instead:
+        closing it now would lose a request the client already sent.
+        """
+        if self._pending == 0 and self._raw == 0 and not self.transport.is_closing():
+            self._disarm()
+            self.transport.close()
 
     # -- the limits ------------------------------------------------------------------------
     def _free(self) -> None:
@@ -313,15 +337,16 @@ def _h11_guard() -> type[asyncio.Protocol]:
     return GuardedH11
 
 
-def guarded_protocol(http: str, limits: ConnectionLimits) -> type[asyncio.Protocol]:
+def guarded_protocol(http: str, limits: ConnectionLimits | Connections) -> type[asyncio.Protocol]:
     """uvicorn's protocol class for ``http`` (``"auto"``, ``"httptools"``, ``"h11"``) with ``limits`` enforced.
 
-    A fresh class per server: its connections share one open-connection count.
+    A fresh class per server: its connections share one ``Connections`` (made from
+    ``limits`` unless given).
     """
     if http not in ("auto", "httptools", "h11"):
         raise ValueError(f"http must be 'auto', 'httptools' or 'h11' (the protocols fusion-nb guards), got {http!r}")
     base = _h11_guard() if http == "h11" or HttpToolsProtocol is None else _httptools_guard()
-    board = _Board(limits, limits.connection_cap())
+    board = limits if isinstance(limits, Connections) else Connections(limits, limits.connection_cap())
     return type(base.__name__, (base,), {"board": board, "__doc__": base.__doc__})
 
 

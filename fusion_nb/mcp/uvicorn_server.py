@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 import uvicorn
 from starlette.types import ASGIApp
 
-from ._uvicorn import ConnectionLimits, guarded_protocol, quiet_logs
+from ._uvicorn import ConnectionLimits, Connections, guarded_protocol, quiet_logs
 
 __all__ = ["DRAIN_SECONDS", "ConnectionLimits", "InLoopServer", "in_loop_server", "listening_socket", "streams_ender"]
 
@@ -38,9 +38,15 @@ class InLoopServer(uvicorn.Server):
     finish and would otherwise hold the stop for the whole drain.
     """
 
-    def __init__(self, config: uvicorn.Config, before_drain: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        before_drain: Callable[[], None] | None = None,
+        connections: Connections | None = None,
+    ) -> None:
         super().__init__(config)
         self.before_drain = before_drain
+        self.connections = connections
         self._restore_exception_handler: Callable[[], None] | None = None
 
     @contextlib.contextmanager
@@ -52,6 +58,20 @@ class InLoopServer(uvicorn.Server):
         """uvicorn's start-up, with the loop's accept errors logged once per 10 s (restored at shutdown)."""
         self._restore_exception_handler = quiet_logs(asyncio.get_running_loop())
         await super().startup(sockets=sockets)
+
+    def stop_accepting(self) -> None:
+        """Take no new connection and let none outlive its response: a drain has begun.
+
+        Behind a balancer this is what keeps a drain from refusing calls: its next request
+        finds the port closed (connection refused), which nginx may retry on another
+        worker even for a POST, because nothing was sent; a ``503`` to a POST it may not
+        retry (that request could have run). The listening socket closes in this process
+        only; other workers sharing it keep accepting.
+        """
+        for server in getattr(self, "servers", ()):  # set by uvicorn's startup
+            server.close()
+        if self.connections is not None:
+            self.connections.close_idle()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop: first ``before_drain``, then uvicorn's drain (``DRAIN_SECONDS``) and lifespan end."""
@@ -118,9 +138,12 @@ def in_loop_server(
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
     config.setdefault("timeout_graceful_shutdown", DRAIN_SECONDS)
-    config["http"] = guarded_protocol(http, limits or ConnectionLimits())
+    limits = limits or ConnectionLimits()
+    connections = Connections(limits, limits.connection_cap())
+    config["http"] = guarded_protocol(http, connections)
     config.setdefault("ws", "none")
-    return InLoopServer(uvicorn.Config(asgi, **config), before_drain or streams_ender(asgi))  # type: ignore[arg-type]
+    uvicorn_config = uvicorn.Config(asgi, **config)  # type: ignore[arg-type]
+    return InLoopServer(uvicorn_config, before_drain or streams_ender(asgi), connections)
 
 
 def streams_ender(asgi: object) -> Callable[[], None] | None:

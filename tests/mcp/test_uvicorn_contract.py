@@ -23,7 +23,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from fusion_nb import Fusion
 from fusion_nb.mcp import http_app
 from fusion_nb.mcp._uvicorn import ConnectionLimits, guarded_protocol, quiet_logs
-from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
+from fusion_nb.mcp.uvicorn_server import InLoopServer, in_loop_server, listening_socket
 
 pytestmark = pytest.mark.anyio
 
@@ -65,6 +65,12 @@ def test_the_limits_are_checked():
 
 @contextlib.asynccontextmanager
 async def served(http: str, **limits: object) -> AsyncIterator[int]:
+    async with serving(http, **limits) as (port, _):
+        yield port
+
+
+@contextlib.asynccontextmanager
+async def serving(http: str, **limits: object) -> AsyncIterator[tuple[int, InLoopServer]]:
     sock = listening_socket()
     server = in_loop_server(http_app(Fusion("limits")), http=http, limits=ConnectionLimits(**limits))  # type: ignore[arg-type]
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
@@ -72,7 +78,7 @@ async def served(http: str, **limits: object) -> AsyncIterator[int]:
         with anyio.fail_after(20):
             while not server.started:
                 await asyncio.sleep(0.01)
-        yield sock.getsockname()[1]
+        yield sock.getsockname()[1], server
     finally:
         server.should_exit = True
         await task
@@ -175,6 +181,21 @@ async def test_connections_beyond_the_cap_get_503_with_retry_after(http):
                 await asyncio.sleep(0.05)
     assert refused.startswith(b"HTTP/1.1 503 ")
     assert b"retry-after: 1" in refused
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_stop_accepting_closes_the_port_and_the_idle_connections(http):
+    async with serving(http) as (port, server):
+        idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+        with anyio.fail_after(10):
+            while not server.connections or not server.connections.open:  # accepted
+                await asyncio.sleep(0.01)
+        server.stop_accepting()
+        with anyio.fail_after(10):
+            assert await idle_reader.read() == b""  # closed by the server, with nothing to answer
+        idle_writer.close()
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
 
 
 def test_accept_errors_are_one_line_per_interval_and_other_errors_pass_through(caplog):
