@@ -22,8 +22,7 @@ from reliability_support import FIGURES
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
-from nginx import nginx  # tests/cli/nginx.py: the shipped config, rendered for the test's ports
-from served import served
+from nginx import behind_nginx  # tests/cli/nginx.py: the shipped config in front of two workers
 
 pytestmark = pytest.mark.anyio
 
@@ -47,41 +46,29 @@ async def test_a_worker_killed_mid_call_runs_no_call_twice(tmp_path):
     marks = tmp_path / "marks"
     env = {"FUSION_NB_TOKEN": TOKEN, "FUSION_NB_TEST_MARKS": str(marks)}
     options = ("--state-key-file", str(tmp_path / "state.key"))
-    async with served("service_app", *options, env=env) as a, served("service_app", *options, env=env) as b:
-        ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
-        (tmp_path / "nginx").mkdir()
-        with nginx(tmp_path / "nginx", ports) as base:
-            with anyio.fail_after(30):
-                async with httpx.AsyncClient() as http:
-                    while True:
-                        with contextlib.suppress(httpx.TransportError):
-                            if (await http.get(base + "/healthz")).status_code == 200:
-                                break
-                        await anyio.sleep(0.05)
-            answered: list[str] = []
+    async with behind_nginx(tmp_path, *options, env=env) as (a, _, url):
+        answered: list[str] = []
 
-            async def call(tag: str) -> None:
-                with contextlib.suppress(Exception):  # the killed worker's calls fail: that is the point
-                    async with a.client("auto", url=base + "/mcp") as client:
-                        await client.call_tool("slow", {"tag": tag})
-                answered.append(tag)
+        async def call(tag: str) -> None:
+            with contextlib.suppress(Exception):  # the killed worker's calls fail: that is the point
+                async with a.client("auto", url=url) as client:
+                    await client.call_tool("slow", {"tag": tag})
+            answered.append(tag)
 
-            async with anyio.create_task_group() as group:
-                for index in range(CALLS):
-                    group.start_soon(call, f"c{index}")
-                with anyio.fail_after(60):
-                    while sum(starts(marks).values()) < CALLS:
-                        await anyio.sleep(0.05)
-                on_a = [
-                    line.split()[2] for line in marks.read_text().splitlines() if line.startswith(f"{a.process.pid} ")
-                ]
-                a.process.kill()
-                # settled: every call on the killed worker either answered (an error) or entered the survivor
-                with anyio.move_on_after(60):
-                    while len(answered) + sum(n - 1 for n in starts(marks).values()) < len(on_a):
-                        await anyio.sleep(0.05)
-                twice = sorted(tag for tag, n in starts(marks).items() if n > 1)
-                group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            for index in range(CALLS):
+                group.start_soon(call, f"c{index}")
+            with anyio.fail_after(60):
+                while sum(starts(marks).values()) < CALLS:
+                    await anyio.sleep(0.05)
+            on_a = [line.split()[2] for line in marks.read_text().splitlines() if line.startswith(f"{a.process.pid} ")]
+            a.process.kill()
+            # settled: every call on the killed worker either answered (an error) or entered the survivor
+            with anyio.move_on_after(60):
+                while len(answered) + sum(n - 1 for n in starts(marks).values()) < len(on_a):
+                    await anyio.sleep(0.05)
+            twice = sorted(tag for tag, n in starts(marks).items() if n > 1)
+            group.cancel_scope.cancel()
     FIGURES.attack(
         "worker killed behind nginx",
         calls=CALLS,
