@@ -271,3 +271,18 @@ async def test_a_call_that_completes_at_once_starts_no_supervisor(monkeypatch):
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
             await http.post(served.url, json=cancel, headers=served.headers(**session))
         assert started == ["fusion-nb call supervisor"]  # a call that waits is supervised
+
+
+async def test_a_repeated_initialized_adds_no_second_listener_for_its_connection():
+    """20,000 repeats once grew the server by 174 MB and sent every tool change 20,000 times."""
+    async with serve() as served, httpx.AsyncClient() as http:
+        notifier = served.asgi.state.server.notifier
+        session = await open_session(http, served)
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        for _ in range(50):
+            assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
+        other = await open_session(http, served)
+        assert len(notifier) == 2
+        assert (await http.delete(served.url, headers=served.headers(**session))).status_code == 200
+        assert (await http.delete(served.url, headers=served.headers(**other))).status_code == 200
+        assert len(notifier) == 0
