@@ -46,6 +46,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .limits import RateLimitedLog
+
 log = logging.getLogger("fusion_nb.http")
 
 try:
@@ -84,32 +86,6 @@ class ConnectionLimits:
         if soft == resource.RLIM_INFINITY:
             return 10_000
         return max(16, min(10_000, soft - 128))
-
-
-class RateLimitedLog:
-    """At most one line per ``interval`` seconds for one kind of event; the lines dropped are counted.
-
-    Why: an event a stranger can cause at will (a refused connection, a malformed
-    message) must not become a log flood, yet an operator must still learn it happens.
-    """
-
-    def __init__(self, logger: logging.Logger, interval: float = 10.0) -> None:
-        self.logger = logger
-        self.interval = interval
-        self._next = 0.0
-        self._dropped = 0
-
-    def log(self, level: int, message: str, *args: object) -> None:
-        """Log ``message`` unless one was logged within ``interval``; say how many were dropped since."""
-        now = time.monotonic()
-        if now < self._next:
-            self._dropped += 1
-            return
-        self._next = now + self.interval
-        if self._dropped:
-            message += f" ({self._dropped} more like it in the last {self.interval:g} s not logged)"
-            self._dropped = 0
-        self.logger.log(level, message, *args)
 
 
 @dataclass

@@ -221,6 +221,17 @@ class Figures:
 FIGURES = Figures()
 
 
+# -- raw HTTP clients ---------------------------------------------------------------------
+def mcp_headers(token: str | None, **extra: str) -> dict[str, str]:
+    """The headers of a raw POST to an MCP endpoint: JSON in, JSON or events out, the bearer token."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        **({"Authorization": f"Bearer {token}"} if token else {}),
+        **extra,
+    }
+
+
 # -- what a client must never see ---------------------------------------------------------
 _INTERNAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("traceback", re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")),
