@@ -331,18 +331,20 @@ async def connect(
     *,
     mode: str = "auto",
     headers: Mapping[str, str] | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:
     """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
 
     ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
     2026-07-28; ``headers`` are sent with every request (the token's ``Authorization``
-    wins); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
+    wins); ``transport`` replaces the HTTP client's (``fusion-nb connect`` watches
+    for a failed upstream there); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
     client has the SDK's own defaults (30 s, 300 s reads for long streams).
     """
     headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), transport=transport) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
     ):
         yield client
