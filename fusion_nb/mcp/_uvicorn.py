@@ -46,7 +46,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .limits import RateLimitedLog
+from .limits import OncePerInterval, RateLimitedLog
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -330,23 +330,6 @@ _ACCEPT_FAILED = "socket.accept() out of system resource"
 _INVALID_REQUEST = "Invalid HTTP request received."  # uvicorn's WARNING for each unparsable (or refused) head
 
 
-class _OncePerInterval(logging.Filter):
-    """Lets one of uvicorn's "Invalid HTTP request" warnings through per 10 s; every other record passes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._next = 0.0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg != _INVALID_REQUEST:
-            return True
-        now = time.monotonic()
-        if now < self._next:
-            return False
-        self._next = now + 10.0
-        return True
-
-
 def quiet_logs(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
     """Rate-limit what a stranger can make a server log: failed ``accept()`` and invalid request heads.
 
@@ -368,7 +351,7 @@ def quiet_logs(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
             loop.default_exception_handler(context)
 
     loop.set_exception_handler(handler)
-    invalid = _OncePerInterval()
+    invalid = OncePerInterval(_INVALID_REQUEST)
     uvicorn_log = logging.getLogger("uvicorn.error")
     uvicorn_log.addFilter(invalid)
 

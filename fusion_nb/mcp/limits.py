@@ -93,3 +93,27 @@ class RateLimitedLog:
             message += f" ({self._dropped} more like it in the last {self.interval:g} s not logged)"
             self._dropped = 0
         self.logger.log(level, message, *args)
+
+
+class OncePerInterval(logging.Filter):
+    """A logging filter letting one record with message ``template`` through per ``interval`` seconds.
+
+    For another library's per-event line (uvicorn's "Invalid HTTP request received.",
+    the SDK's "dropped %r: malformed params") that a client can repeat at will; every
+    other record passes.
+    """
+
+    def __init__(self, template: str, interval: float = 10.0) -> None:
+        super().__init__()
+        self.template = template
+        self.interval = interval
+        self._next = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != self.template:
+            return True
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.interval
+        return True

@@ -300,3 +300,14 @@ async def test_a_2025_request_with_an_object_id_is_an_invalid_request_not_a_noti
                 "code": -32600,
                 "message": "Invalid Request: a request id must be a string or a number.",
             }
+
+
+async def test_malformed_notifications_are_one_warning_per_interval(caplog):
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        bad = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"no": "id"}}}
+        with caplog.at_level(logging.WARNING, logger="mcp.server.runner"):
+            for _ in range(30):
+                assert (await http.post(served.url, json=bad, headers=served.headers(**session))).status_code == 202
+    dropped = [r for r in caplog.records if r.name == "mcp.server.runner" and "malformed" in r.getMessage()]
+    assert len(dropped) == 1, [r.getMessage() for r in dropped]
