@@ -148,8 +148,11 @@ async def bridge(
             else:
                 from mcp.server.stdio import stdio_server
 
+                from ..mcp.stdio import UnicodeSafeWriter
+
                 async with stdio_server() as (read_stream, write_stream):
-                    await server.run(read_stream, write_stream, server.create_initialization_options())
+                    writer = UnicodeSafeWriter(write_stream)  # an upstream's lone surrogate must not stall the host
+                    await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
             finished.set()
     except* Exception as failed:
         raise CliError(_upstream_failure(url, _with_token(headers, token), failed)) from None
