@@ -119,8 +119,8 @@ class UnicodeSafeWriter:
     ``model_dump_json``, once more per message written (a few µs on a stdio call).
     """
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
 
     async def send(self, item: Any) -> None:
         """Send ``item`` (a ``SessionMessage``), made writable first if need be."""
@@ -128,17 +128,17 @@ class UnicodeSafeWriter:
             item.message.model_dump_json(by_alias=True, exclude_unset=True)
         except ValueError:  # pydantic's serialization error for a surrogate (a ValueError)
             item = _replaced_surrogates(item)
-        await self._inner.send(item)
+        await self.stream.send(item)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.stream, name)
 
     async def __aenter__(self) -> UnicodeSafeWriter:
-        await self._inner.__aenter__()
+        await self.stream.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> Any:
-        return await self._inner.__aexit__(*exc_info)
+        return await self.stream.__aexit__(*exc_info)
 
 
 def _replaced_surrogates(item: Any) -> Any:
