@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,6 +81,10 @@ class ConnectionLimits:
         """``max_connections``, or what the process's descriptor limit leaves room for."""
         if self.max_connections is not None:
             return self.max_connections
+        try:
+            import resource
+        except ImportError:  # pragma: no cover - not Unix: no descriptor limit to read
+            return 1_000
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft == resource.RLIM_INFINITY:
             return 10_000
