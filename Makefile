@@ -17,15 +17,18 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
 
-# Running the notebooks needs the package and JupyterLab only (the `lab` extra), not the test tools.
+# Running the notebooks needs the package, JupyterLab and Notebook 7 only (the `lab` extra), not the test tools.
 $(LAB_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[lab]'
 	touch $(LAB_STAMP)
 
+# Opens notebook 01 (not the launcher); `jupyter notebook` (Notebook 7) works on the same venv.
+LAB_FIRST := notebooks/01-quickstart.ipynb
 lab: $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	@echo "fusion-nb is $(VENV)/bin/fusion-nb (or run: . $(VENV)/bin/activate)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_FIRST) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# Re-run every teaching notebook top to bottom, storing outputs and widget state (notebooks/README.md).
+# Re-run every teaching notebook top to bottom, storing their outputs (notebooks/README.md).
 notebooks: $(STAMP)
 	$(PY) scripts/notebooks.py execute
 

@@ -6,8 +6,12 @@ schema, as in ``benchmarks/mcp.py``):
 
 * ``fusion-nb http_app``: ``fusion_nb.mcp.http_app(app)`` with its defaults (bearer
   token, DNS-rebinding checks, body limits), uvicorn binding the port itself;
-* ``fusion-nb kernel socket``: the same app on the socket ``%fusion serve`` makes
-  (``listening_socket`` + ``InLoopServer``);
+* ``fusion-nb in-loop server, plain process``: the same app on the socket and in-loop
+  uvicorn ``%fusion serve`` makes (``listening_socket`` + ``InLoopServer``), in a plain
+  process (no kernel: what ``fusion-nb serve`` runs);
+* ``fusion-nb in a kernel (%fusion serve)``: a real ipykernel started with jupyter_client,
+  the tool defined in a cell and ``%fusion serve`` run there (its activity panel shown,
+  its iopub read by this process as a front end would);
 * ``fusion-nb, auth=False``: ``http_app(app, auth=False)``, to compare like with like
   (the SDK and FastMCP rows verify no token);
 * ``SDK lowlevel``: the SDK's bare low-level ``Server`` (its default middleware)
@@ -25,6 +29,11 @@ Every server runs under the same uvicorn settings: ``--http`` (``auto`` picks ht
 when installed, as uvicorn does and as fusion-nb's own launches do; ``h11`` the pure-Python
 parser) and ``--loop`` (``asyncio``, or ``uvloop`` for the whole server process). The
 table title names what ran.
+
+After the two tables, the kernel's own figures: iopub messages per quick call (what a
+front end receives), a sync tool's p50 and the OS threads it started (none per call: its
+body runs on a reused worker), ``1 + 1`` in a cell while ``--agents`` clients call in a
+loop, and the kernel's RSS and live widget count over ``--kernel-calls`` calls.
 
 Run: ``.venv/bin/python benchmarks/http.py [--calls N] [--rounds N] [--clients N] [--http h11] [--loop uvloop]``.
 """
@@ -53,7 +62,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-SERVERS = ["fusion-nb http_app", "fusion-nb kernel socket", "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
+IN_LOOP = "fusion-nb in-loop server, plain process"
+KERNEL = "fusion-nb in a kernel (%fusion serve)"
+SERVERS = ["fusion-nb http_app", IN_LOOP, KERNEL, "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
 BASELINE = "SDK lowlevel"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -123,7 +134,7 @@ def serve(name: str, token: str, http: str, loop: str) -> None:
     import uvicorn
 
     async def main() -> None:
-        if name == "fusion-nb kernel socket":
+        if name == IN_LOOP:
             from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
             sock = listening_socket()
@@ -213,10 +224,11 @@ class Wire:
     """How one wire frames a call: headers and the JSON-RPC body."""
 
     version: str
+    tool: str = "echo"
 
     def call_body(self, number: int) -> bytes:
-        """The ``tools/call`` request for ``echo``."""
-        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}}
+        """The ``tools/call`` request for the tool (``echo``, or the kernel's ``echo.sync``)."""
+        params: dict[str, Any] = {"name": self.tool, "arguments": {"text": "hello"}}
         if self.version == MODERN:
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -228,7 +240,7 @@ class Wire:
     def headers(self) -> dict[str, str]:
         """The wire's per-call headers."""
         if self.version == MODERN:
-            return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+            return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": self.tool}
         return {"MCP-Protocol-Version": LEGACY}
 
     async def connect(self, port: int, token: str) -> Connection:
@@ -255,13 +267,134 @@ class Wire:
             raise RuntimeError(f"unexpected answer: {body[:200]!r}")
 
 
+@dataclass
+class Endpoint:
+    """Where one server listens and the bearer token it takes."""
+
+    port: int
+    token: str
+
+
+#: the cell that defines the benchmark's tool in the kernel (the same echo as ``fusion_asgi``)
+KERNEL_SETUP = """
+%load_ext fusion_nb
+import fusion_nb, warnings, ipywidgets
+from pydantic import BaseModel
+
+def live_widget_count():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # still the registry of open models
+        return len(ipywidgets.Widget.widgets)
+
+class EchoOut(BaseModel):
+    result: str
+
+@fusion_nb.default_app.f.query("echo").with_string("text").returns(EchoOut).handle
+async def echo(input, ctx):
+    return EchoOut(result=input.text)
+
+@fusion_nb.default_app.f.query("echo.sync").with_string("text").returns(EchoOut).handle
+def echo_sync(input, ctx):  # the same, in a worker thread
+    return EchoOut(result=input.text)
+
+import threading
+thread_starts = []
+_start = threading.Thread.start
+
+def _counting_start(self):
+    thread_starts.append(self.name)
+    _start(self)
+
+threading.Thread.start = _counting_start
+"""
+
+
+class BenchKernel:
+    """A real ipykernel serving the echo tool with ``%fusion serve``; its iopub is read and counted."""
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        self.km = AsyncKernelManager(kernel_name="python3")
+        self.iopub = 0  # messages received on iopub so far
+        self.replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.idle: dict[str, asyncio.Future[None]] = {}
+        self._stdout: list[str] = []
+
+    async def start(self) -> Endpoint:
+        """Start the kernel, define the tool, serve; the endpoint ``%fusion serve`` printed."""
+        await self.km.start_kernel(env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        await self.kc.wait_for_ready(timeout=60)
+        self._readers = [asyncio.create_task(self._read_iopub()), asyncio.create_task(self._read_shell())]
+        await self.execute(KERNEL_SETUP)
+        await self.execute("%fusion serve")
+        printed = "".join(self._stdout)
+        port = int(printed.split("MCP endpoint: http://127.0.0.1:")[1].split("/")[0])
+        token = printed.split("Bearer token: ")[1].split()[0]
+        return Endpoint(port, token)
+
+    async def _read_iopub(self) -> None:
+        while True:
+            msg = await self.kc.get_iopub_msg()
+            self.iopub += 1
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                self._stdout.append(msg["content"]["text"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                idle = self.idle.pop(msg["parent_header"].get("msg_id"), None)
+                if idle is not None and not idle.done():
+                    idle.set_result(None)
+
+    async def _read_shell(self) -> None:
+        while True:
+            msg = await self.kc.get_shell_msg()
+            waiter = self.replies.pop(msg["parent_header"].get("msg_id"), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(msg)
+
+    async def execute(self, code: str) -> dict[str, Any]:
+        """Run a cell; its execute reply (raises if the cell failed)."""
+        self._stdout = []
+        msg_id = self.kc.execute(code, allow_stdin=False)
+        loop = asyncio.get_running_loop()
+        waiter = self.replies[msg_id] = loop.create_future()
+        idle = self.idle[msg_id] = loop.create_future()
+        reply = await asyncio.wait_for(waiter, 120)
+        await asyncio.wait_for(idle, 120)  # its output has arrived too (iopub and shell are not ordered)
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(f"kernel cell failed: {reply['content']}")
+        return reply
+
+    async def value(self, expression: str) -> str:
+        """What ``print(expression)`` prints in the kernel."""
+        await self.execute(f"print({expression})")
+        return "".join(self._stdout).strip()
+
+    def rss_mb(self) -> float:
+        """The kernel process's resident memory."""
+        import psutil
+
+        return float(psutil.Process(self.km.provisioner.process.pid).memory_info().rss) / 2**20  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        """Shut the kernel down."""
+        for reader in self._readers:
+            reader.cancel()
+        self.kc.stop_channels()
+        await self.km.shutdown_kernel(now=True)
+
+
 @contextlib.asynccontextmanager
-async def servers(token: str, uvicorn_args: list[str]) -> AsyncIterator[dict[str, int]]:
-    """Start every server in its own process (same uvicorn settings); their ports by name, once they listen."""
+async def servers(token: str, uvicorn_args: list[str]) -> AsyncIterator[tuple[dict[str, Endpoint], BenchKernel]]:
+    """Start every server in its own process (same uvicorn settings) and the kernel; endpoints by name."""
     processes: dict[str, subprocess.Popen[str]] = {}
-    ports: dict[str, int] = {}
+    endpoints: dict[str, Endpoint] = {}
+    kernel = BenchKernel()
     try:
         for name in SERVERS:
+            if name == KERNEL:
+                continue
             process = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--serve", name, "--token", token, *uvicorn_args],
                 stdout=subprocess.PIPE,
@@ -269,15 +402,18 @@ async def servers(token: str, uvicorn_args: list[str]) -> AsyncIterator[dict[str
             )
             processes[name] = process
             assert process.stdout is not None
-            ports[name] = int(process.stdout.readline())
-        for port in ports.values():
-            await listening(port)
-        yield ports
+            endpoints[name] = Endpoint(int(process.stdout.readline()), token)
+        endpoints[KERNEL] = await kernel.start()
+        for endpoint in endpoints.values():
+            await listening(endpoint.port)
+        yield endpoints, kernel
     finally:
         for process in processes.values():
             process.terminate()
         for process in processes.values():
             process.wait(10)
+        with contextlib.suppress(Exception):
+            await kernel.stop()
 
 
 async def listening(port: int, timeout: float = 30.0) -> None:
@@ -295,9 +431,9 @@ async def listening(port: int, timeout: float = 30.0) -> None:
         return
 
 
-async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[float]:
+async def sequential(wire: Wire, endpoint: Endpoint, calls: int) -> list[float]:
     """One client, ``calls`` calls in a row: each call's latency."""
-    connection = await wire.connect(port, token)
+    connection = await wire.connect(endpoint.port, endpoint.token)
     clock = time.perf_counter
     latencies = []
     try:
@@ -310,9 +446,9 @@ async def sequential(wire: Wire, port: int, token: str, calls: int) -> list[floa
     return latencies
 
 
-async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each: int) -> float:
+async def concurrent(wire: Wire, endpoint: Endpoint, clients: int, calls_each: int) -> float:
     """``clients`` connections calling at once: calls per second."""
-    connections = [await wire.connect(port, token) for _ in range(clients)]
+    connections = [await wire.connect(endpoint.port, endpoint.token) for _ in range(clients)]
 
     async def client(connection: Connection) -> None:
         for number in range(calls_each):
@@ -327,26 +463,89 @@ async def concurrent(wire: Wire, port: int, token: str, clients: int, calls_each
             connection.close()
 
 
-async def main(calls: int, rounds: int, clients: int, per_client: int, warmup: int, http: str, loop: str) -> None:
-    """Both wires, every server, interleaved rounds; print one table per wire."""
+async def main(
+    calls: int, rounds: int, clients: int, per_client: int, warmup: int, http: str, loop: str, agents: int, soak: int
+) -> None:
+    """Both wires, every server, interleaved rounds; print one table per wire, then the kernel's figures."""
     token = "bench-" + "t" * 40
     settings = uvicorn_settings(http, loop)
-    async with servers(token, ["--http", http, "--loop", loop]) as ports:
+    async with servers(token, ["--http", http, "--loop", loop]) as (endpoints, kernel):
         for version in (MODERN, LEGACY):
             wire = Wire(version)
             for name in SERVERS:  # warm-up (imports, first-call caches, jsonschema)
-                await sequential(wire, ports[name], token, warmup)
+                await sequential(wire, endpoints[name], warmup)
             latencies: dict[str, list[float]] = {name: [] for name in SERVERS}
             rates: dict[str, list[float]] = {name: [] for name in SERVERS}
             for turn in range(rounds):
                 shift = turn % len(SERVERS)
                 order = SERVERS[shift:] + SERVERS[:shift]
                 for name in order:
-                    latencies[name] += await sequential(wire, ports[name], token, calls)
+                    latencies[name] += await sequential(wire, endpoints[name], calls)
                 for name in order:
-                    rates[name].append(await concurrent(wire, ports[name], token, clients, per_client))
+                    rates[name].append(await concurrent(wire, endpoints[name], clients, per_client))
             print(table(version, latencies, rates, clients, settings))
             print()
+        print(await kernel_figures(kernel, endpoints[KERNEL], calls, agents, soak))
+
+
+async def kernel_figures(kernel: BenchKernel, endpoint: Endpoint, calls: int, agents: int, soak: int) -> str:
+    """iopub per call, a cell's latency under ``agents`` calling in a loop, RSS and widgets over ``soak`` calls."""
+    wire = Wire(MODERN)
+    lines = ["### fusion-nb in a kernel: what agents cost the notebook", ""]
+    await asyncio.sleep(1.0)  # the panel's coalesced flush of the tables' calls has gone out
+    before = kernel.iopub
+    await sequential(wire, endpoint, calls)
+    await asyncio.sleep(1.0)  # and this run's last flush
+    per_call = (kernel.iopub - before) / calls
+    lines.append(f"- iopub messages per quick call ({calls} sequential calls, amortised): {per_call:.2f}")
+
+    threads_before = int(await kernel.value("len(thread_starts)"))
+    sync = statistics.median(await sequential(Wire(MODERN, "echo.sync"), endpoint, calls))
+    plain = statistics.median(await sequential(wire, endpoint, calls))
+    starts = int(await kernel.value("len(thread_starts)")) - threads_before
+    lines.append(
+        f"- a sync tool (worker thread) vs the async one, p50: {sync * 1e6:,.0f} vs {plain * 1e6:,.0f} µs;"
+        f" OS threads started over {calls} sync calls: {starts}"
+    )
+
+    stop = asyncio.Event()
+
+    async def agent() -> None:
+        connection = await wire.connect(endpoint.port, endpoint.token)
+        try:
+            number = 0
+            while not stop.is_set():
+                await wire.call(connection, number)
+                number += 1
+        finally:
+            connection.close()
+
+    busy = [asyncio.create_task(agent()) for _ in range(agents)]
+    await asyncio.sleep(0.5)
+    cells = []
+    for _ in range(20):
+        start = time.perf_counter()
+        await kernel.execute("1 + 1")
+        cells.append(time.perf_counter() - start)
+    stop.set()
+    await asyncio.gather(*busy)
+    lines.append(
+        f"- `1 + 1` in a cell while {agents} agents call in a loop: p50 {statistics.median(cells) * 1e3:.1f} ms,"
+        f" max {max(cells) * 1e3:.1f} ms (20 cells)"
+    )
+
+    widgets = "live_widget_count()"
+    await sequential(wire, endpoint, min(soak, 1000))  # warm: caches, the panel's history
+    await asyncio.sleep(1.0)
+    rss_before, widgets_before = kernel.rss_mb(), await kernel.value(widgets)
+    await concurrent(wire, endpoint, 10, soak // 10)
+    await asyncio.sleep(1.0)
+    rss_after, widgets_after = kernel.rss_mb(), await kernel.value(widgets)
+    lines.append(
+        f"- over {soak:,} more calls (10 clients): kernel RSS {rss_before:.1f} -> {rss_after:.1f} MB,"
+        f" live widgets {widgets_before} -> {widgets_after}"
+    )
+    return "\n".join(lines)
 
 
 def table(
@@ -370,6 +569,8 @@ def table(
         lines.append(
             f"| {name} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {rate:,.0f} | {rate / base:.2f} | {rate / fast:.2f}x |"
         )
+    ratio = statistics.median(latencies[KERNEL]) / statistics.median(latencies[IN_LOOP])
+    lines += ["", f"Kernel p50 / the same server in a plain process: {ratio:.2f}x"]
     return "\n".join(lines)
 
 
@@ -382,6 +583,8 @@ if __name__ == "__main__":
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"], help="uvicorn's HTTP parser")
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"], help="every server's event loop")
+    parser.add_argument("--agents", type=int, default=10, help="clients calling the kernel while a cell runs")
+    parser.add_argument("--kernel-calls", type=int, default=10_000, help="calls of the kernel's memory check")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -390,4 +593,16 @@ if __name__ == "__main__":
     if args.serve:
         serve(args.serve, args.token, args.http, args.loop)
     else:
-        asyncio.run(main(args.calls, args.rounds, args.clients, args.per_client, args.warmup, args.http, args.loop))
+        asyncio.run(
+            main(
+                args.calls,
+                args.rounds,
+                args.clients,
+                args.per_client,
+                args.warmup,
+                args.http,
+                args.loop,
+                args.agents,
+                args.kernel_calls,
+            )
+        )

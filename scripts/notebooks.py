@@ -2,22 +2,32 @@
 
 ``normalize`` rewrites them so that only meaningful changes show in a diff; ``check`` fails
 (exit 1, naming each file) when one is not normalised, which ``tests/docs`` runs; ``execute``
-re-runs them top to bottom with nbclient, storing outputs and widget state (so GitHub and
-nbviewer show finished bars), then normalises them. ``make notebooks`` is ``execute``.
+re-runs them top to bottom with nbclient, storing the outputs (each view's final state in
+its fallbacks, which GitHub, nbviewer and nbconvert show), then normalises them. ``make notebooks`` is ``execute``.
 
 What normalising does, and why:
 
-- notebook metadata keeps ``kernelspec`` (always ``python3``), ``language_info`` reduced to
-  its name (the Python version of whoever saved last is noise) and the stored widget state;
-  cell metadata keeps ``tags`` only (JupyterLab's timings, collapse and scroll state go);
+- the file is what JupyterLab (or Notebook 7) writes when it opens and saves it, so opening
+  a committed notebook marks nothing modified: ``kernelspec`` is the ``python3`` one,
+  ``language_info`` is the kernel's full record (missing keys filled from this ipykernel,
+  a stored ``version`` kept: the kernel of whoever ran it last reported it), and numbers
+  are written as JavaScript writes them (``100.0`` is ``100``);
+- no widget state is stored: with it, nbconvert and nbviewer render each widget output as
+  an empty placeholder for JavaScript from a CDN, and JupyterLab shows an untrusted
+  (freshly cloned) notebook's outputs from their fallbacks anyway. Without it every
+  reader gets the fallbacks the views put next to the widget (a call view's HTML
+  snapshot of its final state, a tool card's text);
+- cell metadata keeps ``tags`` only (JupyterLab's timings, collapse and scroll state go);
 - execution counts are renumbered 1, 2, 3... over the code cells that ran, as ``execute``
   runs them, so a session of trial and error in JupyterLab leaves no trace;
 - consecutive stream outputs of one stream are joined (nbval compares them joined too);
-- widget model ids (random per run) become sequential in creation order, so rebuilding
-  with unchanged widgets changes nothing;
-- secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one) or a
-  ``token=`` query value found in an output or the widget state, everywhere in the file. nbval's sanitiser
-  (``notebooks/sanitize.cfg``) maps the live token to the same placeholder.
+- widget model ids (random per run) become sequential in the order the outputs show them,
+  so rebuilding with unchanged widgets changes nothing;
+- the absolute path of a printed ``"command"`` (this machine's venv) becomes
+  ``/path/to/.venv/bin/...``, and a quoted absolute ``.ipynb`` path ``"/path/to/NAME.ipynb"``;
+- secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one), a
+  ``FUSION_NB_TOKEN`` value or a ``token=`` query value found in an output, everywhere in
+  the file. nbval's sanitiser (``notebooks/sanitize.cfg``) maps live values the same way.
 """
 
 from __future__ import annotations
@@ -35,12 +45,18 @@ import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLACEHOLDER = "TOKEN"
 SECRET_PATTERNS = (
     re.compile(r"Bearer(?: token:)?\s+([A-Za-z0-9_\-.~+/]{16,}=*)"),
     re.compile(r"[?&]token=([A-Za-z0-9_\-.~]{16,})"),
+    re.compile(r'FUSION_NB_TOKEN(?:\\?"\s*:\s*\\?"|=)([A-Za-z0-9_\-.~]{16,})'),  # in JSON text, quotes are \"
 )
+#: a printed config's command: ``"command": "/home/me/x/.venv/bin/fusion-nb"`` (quotes escaped in JSON text)
+COMMAND = re.compile(r'(\\"command\\": \\")/[^"\\]*/([^/"\\]+\\")')
+COMMAND_DIR = "/path/to/.venv/bin/"
+#: an absolute notebook path in a printed config (``fusion-nb check``'s stdio entry)
+NOTEBOOK_PATH = re.compile(r'(\\")/[^"\\]*/([^/"\\]+\.ipynb\\")')
 MODEL_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 
 
@@ -84,14 +100,41 @@ def secrets_in(notebook: dict[str, Any]) -> set[str]:
     return {match.group(1) for pattern in SECRET_PATTERNS for match in pattern.finditer(text)} - {PLACEHOLDER}
 
 
+def language_info(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The kernel's ``language_info`` as JupyterLab stores it: this ipykernel's, under what is stored."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return {**copy.deepcopy(IPythonKernel.language_info), **(stored or {})}
+
+
+def as_javascript(value: Any) -> Any:
+    """``value`` with every integral float an int, as a browser's ``JSON.stringify`` writes it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: as_javascript(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_javascript(item) for item in value]
+    return value
+
+
+def shown_model_ids(notebook: dict[str, Any]) -> list[str]:
+    """The widget model ids the outputs show, in order (each once)."""
+    shown: dict[str, None] = {}
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            if isinstance(view, dict) and MODEL_ID.fullmatch(str(view.get("model_id", ""))):
+                shown[view["model_id"]] = None
+    return list(shown)
+
+
 def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
     """The normalised form of one notebook (a JSON dict); the input is not modified."""
-    nb = copy.deepcopy(notebook)
+    nb = as_javascript(copy.deepcopy(notebook))
     nb["nbformat"], nb["nbformat_minor"] = 4, max(nb.get("nbformat_minor", 5), 5)
-    widgets = nb.get("metadata", {}).get("widgets")
-    nb["metadata"] = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
-    if widgets:
-        nb["metadata"]["widgets"] = widgets
+    stored = nb.get("metadata", {}).get("language_info")
+    nb["metadata"] = {"kernelspec": dict(KERNELSPEC), "language_info": language_info(stored)}
     count = 0
     for index, cell in enumerate(nb["cells"]):
         cell.setdefault("id", f"cell-{index}")
@@ -105,11 +148,12 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
         for output in cell["outputs"]:
             if output["output_type"] == "execute_result":
                 output["execution_count"] = cell["execution_count"]
-    text = json.dumps(nb)  # key order kept: widget state is in creation order
-    for secret in sorted(secrets_in(nb), key=len, reverse=True):
+    text = COMMAND.sub(lambda match: match.group(1) + COMMAND_DIR + match.group(2), json.dumps(nb))
+    text = NOTEBOOK_PATH.sub(lambda match: match.group(1) + "/path/to/" + match.group(2), text)
+    for secret in sorted(secrets_in(json.loads(text)), key=len, reverse=True):
         text = text.replace(secret, PLACEHOLDER)
-    state = json.loads(text).get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    renames = {old: f"{number:032x}" for number, old in enumerate(state, start=1) if MODEL_ID.fullmatch(old)}
+    shown = shown_model_ids(json.loads(text))
+    renames = {old: f"{number:032x}" for number, old in enumerate(shown, start=1)}
     if renames:
         text = MODEL_ID.sub(lambda match: renames.get(match.group(0), match.group(0)), text)
     normalised: dict[str, Any] = json.loads(text)
@@ -119,7 +163,7 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
 def serialize(notebook: dict[str, Any]) -> str:
     """The file's text, as JupyterLab writes it (nbformat's layout), so saving there changes nothing."""
     text: str = nbformat.writes(nbformat.from_dict(notebook), version=4)  # type: ignore[no-untyped-call]
-    return text
+    return text + "\n"  # jupyter server's nbformat.write ends the file with a newline
 
 
 def problems(path: Path) -> list[str]:
@@ -134,24 +178,27 @@ def problems(path: Path) -> list[str]:
 
 
 def execute(path: Path, timeout: int) -> None:
-    """Run ``path`` top to bottom in a fresh kernel (in its folder) and store outputs and widget state.
+    """Run ``path`` top to bottom in a fresh kernel (in its folder) and store its outputs.
 
     The kernel is this interpreter's own ipykernel, never a ``python3`` kernelspec found
     elsewhere on the machine (a user-level one may point at a Python without fusion-nb).
     """
     import asyncio
+    import os
 
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
+    # nobody clicks in an unattended run: the forms get the answers a person would give
+    os.environ.setdefault("FUSION_NB_ANSWERS", (NOTEBOOKS / "answers.json").read_text())
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     this_python = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     client = NotebookClient(
         nb,
         km=this_python,
         timeout=timeout,
-        store_widget_state=True,
+        store_widget_state=False,  # see "no widget state" in the module docstring
         resources={"metadata": {"path": str(path.parent)}},
     )
     try:

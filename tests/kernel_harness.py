@@ -71,7 +71,9 @@ class Kernel:
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> Kernel:
-        env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
+        # scripted answers from the environment (an unattended notebook run) are not for these kernels
+        inherited = {name: value for name, value in os.environ.items() if name != "FUSION_NB_ANSWERS"}
+        env = {**inherited, "PYDEVD_DISABLE_FILE_VALIDATION": "1", **self.env}
         await self.km.start_kernel(env=env)
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -157,15 +159,35 @@ class Kernel:
             if s.get("_model_name") == model_name and all(s.get(k) == v for k, v in state.items())
         ]
 
-    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> str:
+        """Send a ``comm_msg`` as a front end does; returns its ``msg_id``."""
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         self.kc.shell_channel.send(msg)
+        return str(msg["header"]["msg_id"])
 
-    def click(self, comm_id: str) -> None:
-        self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
+    def click(self, comm_id: str) -> str:
+        return self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
 
-    def set_value(self, comm_id: str, **state: Any) -> None:
-        self.send_comm(comm_id, {"method": "update", "state": state, "buffer_paths": []})
+    def set_value(self, comm_id: str, **state: Any) -> str:
+        return self.send_comm(comm_id, {"method": "update", "state": state, "buffer_paths": []})
+
+    def statuses(self, msg_id: str) -> list[str]:
+        """The ``execution_state`` of every status message whose parent is ``msg_id``, in order."""
+        return [
+            m["content"]["execution_state"]
+            for m in self.iopub
+            if m["msg_type"] == "status" and m.get("parent_header", {}).get("msg_id") == msg_id
+        ]
+
+    async def type_into(self, comm_id: str, text: str) -> None:
+        """Type ``text`` a key at a time, as ipywidgets' front end sends it.
+
+        The front end holds a model's next update until the kernel reports ``idle`` for the
+        previous one (its message throttle), so each keystroke waits for that status.
+        """
+        for end in range(1, len(text) + 1):
+            sent = self.set_value(comm_id, value=text[:end])
+            await self.wait_until(lambda sent=sent: "idle" in self.statuses(sent), 10, f"idle after {text[:end]!r}")
 
 
 async def serve_shout(kernel: Kernel) -> tuple[Execution, str, str]:

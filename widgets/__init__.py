@@ -9,7 +9,7 @@ cannot render widgets. Every look (icons, colours, widths) lives in ``status``.
 
 from .activity import ActivityPanel
 from .call_view import CallView, crash_of, views_for
-from .channel import WidgetInputChannel, make_prompt
+from .channel import ShownScriptedAnswers, WidgetInputChannel, make_prompt
 from .fields import FieldInput, flat_fields
 from .form import ElicitationForm
 from .frontend import has_widget_frontend
@@ -26,6 +26,7 @@ __all__ = [
     "FieldInput",
     "InspectorView",
     "Prompt",
+    "ShownScriptedAnswers",
     "ToolCard",
     "UrlPrompt",
     "WidgetInputChannel",

@@ -1,74 +1,473 @@
-"""The activity panel: every call an app starts (external MCP clients included), live.
+"""The activity panel: what an app's callers (MCP clients above all) are doing, at any call rate.
 
-Live calls are listed with their ``CallView`` (so they can be cancelled from the
-notebook); settled ones move to a short history and the oldest drop off.
-``close()`` lets go of the app and every call.
+An agent may call a kernel's tools hundreds of times a second. A widget per call
+would cost the notebook's front end ~40 comm messages a call and the kernel most of
+its time, for rows nobody reads. So the panel is built once and calls cost no widget
+unless a person could act on them:
+
+- A **quick call** (settled within ``delay``) only counts: the summary line reads
+  "312 calls in the last minute, 0 failed". A failed one is also listed under
+  *recent*, with its error in full.
+- A **live row** (progress, elapsed time, Stop) is made for a call once it has run
+  longer than ``delay``, as soon as it waits for input, or at once when
+  ``live_at_once(call)`` says so (a long-running task). Its widgets are closed, every
+  model with its layout and style, when the call settles; the row moves to *recent*.
+- **Recent** rows (the last ``history`` finished calls that had a live row or failed)
+  are text: tool, arguments (bounded), who called, status, and the result or error
+  in full behind a disclosure.
+
+The panel is the summary line (``header``, one HTML widget), the live rows (an HTML
+line and a Stop button each) and the recent rows (``board``, one HTML widget). One
+coalesced flush redraws them all, paced so the panel sends at most ``max_messages``
+comm messages a second in total (10 by default), whatever the call rate: after a flush
+that changed ``n`` widgets the next one waits ``n / max_messages`` seconds (never less
+than ``interval``).
+
+``delay`` defaults to 1 s for the reason tqdm's ``delay`` exists: a bar that appears
+and vanishes within a second is noise, and an agent's quick calls take milliseconds;
+a call still running after a second is one a person may want to watch or stop.
+
+The ``text/plain`` of the panel is all of it as text (summary, live calls, recent
+calls), so a terminal, nbconvert and an unopened notebook read what the widget shows.
+
+A 2026-era call that asks its client for input ends with *input required*, and the
+client calls again with the answers: two engine calls, one call to a person. A call
+that ends input-required keeps its row, and the next call of the same tool with the
+same arguments continues it (rounds are counted on the row). The engine's call does not
+say which continuation it resumes, so two clients asking the same tool the same thing at
+once share a row; at most ``MAX_WAITING`` rounds wait (older ones count as ended).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import App, Call
+from fusion_nb.engine import Call, CallResult
 
-from .call_view import CallView
-from .watching import watch_until_settled
+from .call_view import traceback_html
+from .closing import close_parts, close_tree
+from .coalesce import Coalescer
+from .status import (
+    BORDER,
+    ERROR,
+    MUTED,
+    SUCCESS,
+    TEXT,
+    VIEW_WIDTH,
+    clock,
+    colored,
+    error_summary,
+    escape,
+    look,
+    shorten,
+    snapshot_html,
+    status_text,
+    tool_name,
+)
+
+#: a live row appears for a call still running after this many seconds (see the module docstring)
+DELAY = 1.0
+#: the window of the summary line
+WINDOW = 60.0
+#: arguments shown on a row; the full arguments are in the row's details
+ARGS_LIMIT = 80
+#: calls kept waiting for their client's next round (older ones count as ended)
+MAX_WAITING = 20
+#: a result or error shown in full up to this many characters (``%fusion inspect`` logs the wire)
+DETAIL_LIMIT = 20_000
+
+
+@dataclass(eq=False)
+class Row:
+    """One call as a person sees it (a 2026 multi-round call is one row over several engine calls)."""
+
+    call: Call
+    origin: str
+    started: float
+    rounds: int = 1
+    ended: float | None = None
+    live: LiveRow | None = None
+    stop: Callable[[], None] = field(default=lambda: None)
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the first round started (frozen once it ended)."""
+        end = self.ended if self.ended is not None else time.monotonic()
+        return end - self.started
+
+    def text(self) -> str:
+        """``refund · {"id":"inv-7"} · client · ✔ done · 00:02 (2 rounds)``."""
+        face = look(self.call.status)
+        parts = [tool_name(self.call), args_text(self.call), self.origin, f"{face.icon} {face.label}"]
+        parts.append(clock(self.elapsed) + (f" ({self.rounds} rounds)" if self.rounds > 1 else ""))
+        if self.call.result is not None and self.call.result.error is not None:
+            parts.append(error_summary(self.call.result))
+        return " · ".join(parts)
+
+
+class LiveRow(w.HBox):
+    """A live call: its status row (bar, status, elapsed, message, who and what) and Stop."""
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        self.label = w.HTML("")
+        self.stop_button = w.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="Cancel this call (its handler's cleanup runs; the client gets CANCELLED)",
+            layout=w.Layout(width="auto", flex="0 0 auto"),
+        )
+        self.stop_button.on_click(lambda _: self.row.call.cancel())
+        super().__init__(
+            [self.label, self.stop_button],
+            layout=w.Layout(align_items="center", flex_flow="row nowrap", overflow="hidden"),
+        )
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Redraw from the call; the number of widget messages that cost (0 or 1)."""
+        row = self.row
+        who = f"{escape(row.origin)} · {escape(args_text(row.call))}"
+        if row.rounds > 1:
+            who += f" · round {row.rounds}"
+        value = snapshot_html(row.call, round(row.elapsed, 1)) + (
+            f'<div style="color:{MUTED};font-size:90%;white-space:nowrap;overflow:hidden;'
+            f'text-overflow:ellipsis;max-width:{VIEW_WIDTH}">{who}</div>'
+        )
+        if value == self.label.value:
+            return 0
+        self.label.value = value
+        return 1
+
+    def close(self) -> None:
+        """Close every model of the row: its widgets, their layouts and styles."""
+        for child in self.children:
+            close_tree(child)
+        close_parts(self)
+        super().close()
 
 
 class ActivityPanel(w.VBox):
-    """``display(ActivityPanel(app))``: live calls on top, the last ``history`` below."""
+    """``display(ActivityPanel(app))``: a summary of every call, live rows for long ones, recent results.
 
-    def __init__(self, app: App, *, history: int = 5) -> None:
-        super().__init__()
+    ``origin()`` (called as each call starts) names who started it: ``client`` (an
+    MCP client), ``cell``, ``widget``; see the module docstring for the rest.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        history: int = 5,
+        delay: float = DELAY,
+        interval: float = 0.2,
+        max_messages: float = 10.0,
+        origin: Callable[[], str] | None = None,
+        live_at_once: Callable[[Call], bool] | None = None,
+    ) -> None:
         self.app = app
         self.history = history
-        self.title = w.HTML("")
+        self.delay = delay
+        self.interval = interval
+        self.max_messages = max_messages
+        self.origin = origin or (lambda: "local")
+        self.live_at_once = live_at_once or (lambda call: False)
+        self.header = w.HTML("")
         self.live_box = w.VBox([])
-        self.history_box = w.VBox([])
-        self.live: dict[Call, CallView] = {}
-        self.recent: list[CallView] = []
-        self._stops: dict[Call, Callable[[], None]] = {}
-        self.children = [self.title, self.live_box, w.HTML("<small>recent</small>"), self.history_box]
-        self._refresh()
+        self.board = w.HTML("")
+        super().__init__([self.header, self.live_box, self.board])
+        self.add_class("fusion-activity")  # (for the front end's stylesheets and tests)
+        #: calls started and not settled, oldest first (no widget until promoted)
+        self.running: dict[Call, Row] = {}
+        #: calls that ended input-required, waiting for their client's next round, by tool and arguments
+        self.continuing: dict[str, Row] = {}
+        #: the last ``history`` finished rows worth a line, newest first
+        self.recent: deque[Row] = deque(maxlen=history)
+        #: settle times (and whether failed) of the summary window
+        self.ended: deque[tuple[float, bool]] = deque()
+        self.total = 0
+        self.failed = 0
+        #: widget messages the panel caused (the pacing counts them)
+        self.messages = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._closed = False
+        self.coalescer = Coalescer(self._flush, interval)
         self._unsubscribe = app.on_call(self._started)
         for call in app.active_calls:
             self._started(call)
+        self._flush()
 
+    # -- following calls (the fast path: no widget) ---------------------------------------
     def _started(self, call: Call) -> None:
-        if call in self.live:
+        if call in self.running or self._closed:
             return
-        self.live[call] = CallView(call)
-        self._refresh()
-        self._stops[call] = watch_until_settled(call, self._changed)
+        row = self.continuing.pop(continuation_key(call), None) if self.continuing else None
+        if row is not None:  # the client's next round of a call that asked for input
+            row.call, row.rounds, row.ended = call, row.rounds + 1, None
+        else:
+            row = Row(call, self.origin(), call.started_at)
+        self.running[call] = row
+        row.stop = call.watch(self._changed) if not call.settled else (lambda: None)
+        if call.settled:
+            self._changed(call)
+            return
+        if row.live is not None or self.live_at_once(call):
+            self._promote(row)
+        else:
+            self._arm()
+        self.coalescer.request()
 
     def _changed(self, call: Call) -> None:
-        if not call.settled or call not in self.live:
+        row = self.running.get(call)
+        if row is None:
             return
-        self._stops.pop(call, None)
-        self.recent.insert(0, self.live.pop(call))
-        for old in self.recent[self.history :]:
-            old.close()
-        del self.recent[self.history :]
-        self._refresh()
+        if call.settled:
+            self._ended(row)
+        elif row.live is None and call.status == "waiting":
+            self._promote(row)  # a person (or a client) is being asked: show it now
+        elif row.live is not None:
+            self.coalescer.request()
 
-    def _refresh(self) -> None:
-        self.live_box.children = list(self.live.values())
-        self.history_box.children = list(self.recent)
-        self.title.value = f"<b>{self.app.name}</b>: {len(self.live)} live call{'s' if len(self.live) != 1 else ''}"
+    def _ended(self, row: Row) -> None:
+        call = row.call
+        row.stop()
+        row.stop = lambda: None
+        del self.running[call]
+        row.ended = time.monotonic()
+        result = call.result
+        if result is not None and result.input_required is not None:
+            self._retire(row)  # no Stop for a round that has ended; the next round gets its own row rules
+            key = continuation_key(call)
+            self.continuing.pop(key, None)
+            self.continuing[key] = row  # the client answers by calling again: same row
+            while len(self.continuing) > MAX_WAITING:  # clients that never answer cost a bounded memory
+                self._finished(self.continuing.pop(next(iter(self.continuing))), listed=False)
+            self.coalescer.request()
+            return
+        self._finished(row, listed=row.live is not None)
+
+    def _finished(self, row: Row, listed: bool) -> None:
+        """Count ``row`` as ended; list it under *recent* if it had a live row or failed."""
+        result = row.call.result
+        failed = result is not None and result.error is not None
+        self.total += 1
+        self.failed += failed
+        self.ended.append((row.ended or time.monotonic(), failed))
+        self._retire(row)
+        if listed or failed:
+            self.recent.appendleft(row)
+        self.coalescer.request()
+
+    def _retire(self, row: Row) -> None:
+        if row.live is not None:
+            row.live.close()
+            row.live = None
+            self.live_box.children = [r.live for r in self.running.values() if r.live is not None]
+
+    # -- live rows ---------------------------------------------------------------------
+    def _promote(self, row: Row) -> None:
+        if row.live is None:
+            row.live = LiveRow(row)
+            self.messages += 1
+            self.live_box.children = [*self.live_box.children, row.live]
+        self.coalescer.request()
+
+    def _arm(self) -> None:
+        """One timer for the oldest unpromoted call: it is promoted when ``delay`` has passed."""
+        if self._timer is not None or self._closed:
+            return
+        pending = [row for row in self.running.values() if row.live is None]
+        if not pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop, no timers: such calls only count
+        due = pending[0].call.started_at + self.delay - time.monotonic()  # this round's start
+        self._timer = loop.call_later(max(0.0, due), self._promote_due)
+
+    def _promote_due(self) -> None:
+        self._timer = None
+        now = time.monotonic()
+        for row in list(self.running.values()):
+            if row.live is None and now - row.call.started_at >= self.delay:
+                self._promote(row)
+        self._arm()
+
+    # -- drawing -----------------------------------------------------------------------
+    def _flush(self) -> None:
+        sent = 0
+        for row in self.running.values():
+            if row.live is not None:
+                sent += row.live.refresh()
+        for widget, value in ((self.header, self.header_html()), (self.board, self.board_html())):
+            if value != widget.value:
+                widget.value = value
+                sent += 1
+        self.messages += sent
+        # pace on what was sent: at most ``max_messages`` a second, whatever the call rate
+        self.coalescer.interval = max(self.interval, sent / self.max_messages)
+        if any(row.live is not None for row in self.running.values()):
+            self._tick()
+
+    def _tick(self) -> None:
+        """Live rows show elapsed time: redraw at least once a second while one exists (one timer)."""
+        if self._ticker is not None or self._closed:
+            return
+        with contextlib.suppress(RuntimeError):
+            self._ticker = asyncio.get_running_loop().call_later(1.0, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._ticker = None
+        self.coalescer.request()
+
+    def summary(self) -> str:
+        """``312 calls in the last minute, 0 failed · 2 live``."""
+        cutoff = time.monotonic() - WINDOW
+        while self.ended and self.ended[0][0] < cutoff:
+            self.ended.popleft()
+        count = len(self.ended)
+        failed = sum(1 for _, bad in self.ended if bad)
+        live = sum(1 for row in self.running.values() if row.live is not None)
+        text = f"{count} call{'' if count == 1 else 's'} in the last minute, {failed} failed"
+        if self.total != count:
+            text += f" ({self.total} in all, {self.failed} failed)"
+        if live:
+            text += f" · {live} live"
+        waiting = len(self.continuing)
+        if waiting:
+            text += f" · {waiting} waiting for a client's answer"
+        return text
+
+    def header_html(self) -> str:
+        """The summary line: ``<b>app</b> · 312 calls in the last minute, 0 failed``."""
+        name = escape(getattr(self.app, "name", "app"))
+        frame = f"max-width:{VIEW_WIDTH};color:{TEXT};border-bottom:1px solid {BORDER};padding-bottom:2px"
+        return f'<div style="{frame}"><b>{name}</b> · {escape(self.summary())}</div>'
+
+    def board_html(self) -> str:
+        """The recent rows, each with its arguments and its result or error in full (folded)."""
+        rows = [*self.continuing.values(), *self.recent]
+        if not rows:
+            return ""
+        lines = [f'<div style="color:{MUTED};font-size:90%;margin-top:4px">recent</div>']
+        lines += [recent_html(row) for row in rows]
+        return f'<div style="max-width:{VIEW_WIDTH}">{"".join(lines)}</div>'
+
+    def text(self) -> str:
+        """The panel as plain text: summary, live calls, recent calls."""
+        lines = [f"{getattr(self.app, 'name', 'app')}: {self.summary()}"]
+        lines += [f"  {status_text(row.call, row.elapsed)}" for row in self.running.values() if row.live is not None]
+        lines += [f"  {row.text()}" for row in [*self.continuing.values(), *self.recent]]
+        return "\n".join(lines)
+
+    # -- reading and closing -----------------------------------------------------------
+    @property
+    def live(self) -> dict[Call, LiveRow]:
+        """The live rows, by call."""
+        return {call: row.live for call, row in self.running.items() if row.live is not None}
 
     def close(self) -> None:
-        """Unsubscribe from the app and the calls, and close every view."""
+        """Unsubscribe from the app and the calls; close every widget model of the panel."""
+        self._closed = True
         self._unsubscribe()
-        for stop in self._stops.values():
-            stop()
-        self._stops.clear()
-        for view in [*self.live.values(), *self.recent]:
-            view.close()
-        self.live.clear()
+        self.coalescer.close()
+        for timer in (self._timer, self._ticker):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._ticker = None
+        for row in self.running.values():
+            row.stop()
+            if row.live is not None:
+                row.live.close()
+                row.live = None
+        self.running.clear()
+        self.continuing.clear()
         self.recent.clear()
+        for part in (self.header, self.live_box, self.board):
+            close_tree(part)
+        close_parts(self)
         super().close()
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, with the panel as text (read where widgets cannot render)."""
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            bundle["text/plain"] = self.text()
+        return bundle
+
     def __repr__(self) -> str:
-        return f"<ActivityPanel {self.app.name}: {len(self.live)} live, {len(self.recent)} recent>"
+        live = sum(1 for row in self.running.values() if row.live is not None)
+        return f"<ActivityPanel {getattr(self.app, 'name', 'app')}: {live} live, {len(self.recent)} recent>"
+
+
+def args_text(call: Call, limit: int = ARGS_LIMIT) -> str:
+    """The call's arguments as compact JSON, bounded."""
+    return shorten(compact_json(call.arguments or {}), limit)
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON (``repr`` for what JSON cannot say)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), default=repr, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def continuation_key(call: Call) -> str:
+    """What ties a client's next round to the call that asked it for input: tool and arguments."""
+    return f"{tool_name(call)}\x00{compact_json(call.arguments or {})}"
+
+
+def outcome_text(result: CallResult | None) -> str:
+    """A finished call's result or error in full (bounded by ``DETAIL_LIMIT``)."""
+    if result is None:
+        return ""
+    if result.error is not None:
+        error = result.error
+        text = f"{error.code}: {error.message}"
+        if error.recovery:
+            text += f"\n{error.recovery}"
+        return shorten(text, DETAIL_LIMIT)
+    if result.input_required is not None:
+        return "input required: the client answers by calling again"
+    shown: Any = result.structured_content
+    if shown is None:
+        shown = [block.get("text", block) if isinstance(block, dict) else block for block in result.content or []]
+    text = shown if isinstance(shown, str) else json.dumps(shown, indent=1, default=repr, ensure_ascii=False)
+    return shorten(text, DETAIL_LIMIT)
+
+
+def recent_html(row: Row) -> str:
+    """A finished row: one line (tool, arguments, caller, status, time), its outcome folded under it."""
+    face = look(row.call.status)
+    result = row.call.result
+    color = ERROR if result is not None and result.error is not None else SUCCESS
+    if row.call.status not in ("done", "failed"):
+        color = face.color
+    line = (
+        f"{colored(escape(face.icon), color, bold=True)} <b>{escape(tool_name(row.call))}</b>"
+        f" <code>{escape(args_text(row.call))}</code> · {escape(row.origin)} · {escape(face.label)}"
+        f" · {clock(row.elapsed)}" + (f" · {row.rounds} rounds" if row.rounds > 1 else "")
+    )
+    if row.ended is not None and row.call.result is not None and row.call.result.input_required is not None:
+        line += " · waiting for the client's answer"
+    outcome = escape(outcome_text(result))
+    crash = traceback_html(result) if result is not None else ""
+    return (
+        f'<details style="color:{TEXT}"><summary style="white-space:nowrap;overflow:hidden;'
+        f'text-overflow:ellipsis">{line}</summary>'
+        f'<div style="color:{MUTED};font-size:90%">arguments: <code>{escape(compact_json(row.call.arguments or {}))}'
+        f'</code></div><pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;margin:2px 0">'
+        f"{outcome}</pre>{crash}</details>"
+    )

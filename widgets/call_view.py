@@ -18,14 +18,17 @@ notebook opened without widget state (GitHub, nbviewer).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import traceback
 from typing import Any
 
 import ipywidgets as w
 
+import fusion_nb.engine
 from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
+from .closing import close_parts, close_tree
 from .coalesce import Coalescer
 from .prompt import Prompt
 from .status import (
@@ -33,6 +36,7 @@ from .status import (
     NAME_WIDTH,
     STATUS_WIDTH,
     VIEW_WIDTH,
+    error_html,
     escape,
     look,
     percent_of,
@@ -70,7 +74,7 @@ class CallView(w.VBox):
         )
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=100.0, layout=w.Layout(width=BAR_WIDTH, flex="0 0 auto"))
         # a fixed width: the row's message is cut with an ellipsis inside it, never wrapped
-        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="0 0 auto", overflow="hidden"))
+        self.status_line = w.HTML("", layout=w.Layout(width=STATUS_WIDTH, flex="1 1 auto", min_width="0"))
         self.stop_button = w.Button(
             description="Stop",
             icon="stop",
@@ -113,7 +117,9 @@ class CallView(w.VBox):
         self._release()
         self.stop_button.layout.display = "none"
         if self.call.result is not None:
-            self.details.value = traceback_html(self.call.result)
+            # the row cuts long errors; below it the whole error (a Stop needs no explaining)
+            shown = error_html(self.call.result) if self.call.status != "cancelled" else ""
+            self.details.value = shown + traceback_html(self.call.result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -183,12 +189,18 @@ class CallView(w.VBox):
         return not self.coalescer.closed
 
     def close(self) -> None:
-        """Stop following the call and close the widgets."""
+        """Stop following the call and close every model the view made (layouts and styles too).
+
+        The prompts it hosts are not closed: one prompt may live in several views of
+        the same call (it is the form the person answered, and the other views show it).
+        """
         self._stop()
         self._release()
-        for widget in (self.name_label, self.bar, self.status_line, self.stop_button, self.details, self.input_box):
+        close_tree(self.row)
+        for widget in (self.details, self.input_box):  # the input box, not the prompts in it
+            close_parts(widget)
             widget.close()
-        self.row.close()
+        close_parts(self)
         super().close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
@@ -197,19 +209,34 @@ class CallView(w.VBox):
         if bundle is None:
             return None
         bundle["text/plain"] = status_text(self.call, self.elapsed)
-        bundle["text/html"] = snapshot_html(self.call, self.elapsed)
+        # the questions asked and their answers too: a stored notebook shows its forms
+        bundle["text/html"] = snapshot_html(self.call, self.elapsed) + "".join(p.snapshot_html() for p in self.prompts)
         return bundle
 
     def __repr__(self) -> str:
         return f"<CallView {status_text(self.call, self.elapsed)}>"
 
 
+#: where fusion-nb's own frames live (the engine, the MCP layer, the host): not the person's code
+_FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(fusion_nb.engine.__file__)))
+
+
 def traceback_html(result: CallResult) -> str:
-    """A folded traceback for a handler crash (the client only ever sees one sentence)."""
+    """A folded traceback for a handler crash (the client only ever sees one sentence).
+
+    It starts at the first frame of the tool's own code: the frames of fusion-nb that
+    ran the handler (the runner, the worker thread's hop) say nothing about the crash.
+    A crash with no frame outside fusion-nb (a bug of ours) keeps every frame.
+    """
     cause = crash_of(result)
     if cause is None:
         return ""
-    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    shown = traceback.TracebackException.from_exception(cause)
+    own = [frame for frame in shown.stack if not frame.filename.startswith(_FRAMEWORK + os.sep)]
+    if own:
+        first = next(i for i, frame in enumerate(shown.stack) if frame in own)
+        shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
+    text = "".join(shown.format())
     return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"
 
 

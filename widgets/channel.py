@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fusion_nb.engine import AbortSignal, InputChannel, InputQuestion, InputRequest, InputResponse
+from fusion_nb.engine import AbortSignal, InputChannel, InputQuestion, InputRequest, InputResponse, ScriptedAnswers
 
 from .call_view import views_for
 from .form import ElicitationForm
@@ -75,3 +75,33 @@ class WidgetInputChannel(InputChannel):
 def _status_of(signal: AbortSignal) -> str:
     """How an aborted call reads: ``timed out`` or ``cancelled``."""
     return "timed out" if getattr(signal, "reason", None) == "TIMEOUT" else "cancelled"
+
+
+class ShownScriptedAnswers(InputChannel):
+    """Scripted answers that still show their form, filled in and submitted "by script".
+
+    An unattended run (nbval, ``make notebooks``, a CI job) answers from a script, and a
+    notebook stored from it would otherwise show no form at all: the headline feature
+    would be invisible in every committed notebook. Here each answered question leaves
+    the form a person would have seen, frozen with the scripted answer. Without a widget
+    frontend the answers are given as by plain ``ScriptedAnswers``.
+    """
+
+    def __init__(self, script: ScriptedAnswers, *, frontend: bool | None = None) -> None:
+        self.script = script
+        self.frontend = frontend
+
+    async def ask(self, question: InputQuestion) -> InputResponse | None:
+        """The script's answer, shown in the call's views as an answered prompt."""
+        response = await self.script.ask(question)
+        visible = has_widget_frontend() if self.frontend is None else self.frontend
+        if response is None or not visible:
+            return response
+        prompt = make_prompt(question.request)
+        prompt.answer_by_script(response)
+        views = views_for(question.call_id)
+        for view in views:
+            view.host(prompt)
+        if not views:
+            _display(prompt)
+        return response

@@ -1,9 +1,12 @@
 """One input widget per flat field (the engine's ``AskField``), for elicitation forms and tool Run forms.
 
 Like ``ipywidgets.interact``: the human description is the label and the code key a
-quiet hint after the control; numeric bounds are part of the label and enforced by
-the control itself (a bounded text box), and an unanswered required number starts
-blank, so nobody submits a 0 they never typed. Blank means "not answered"
+quiet hint after the control, except a description that is only an example ("e.g.
+2026Q3"), which becomes the box's placeholder under the key as label. Numeric bounds are
+part of the label and checked as the person types: 99 in a box of 1 to 50 says so next to
+it (a bounded box would silently turn it into 50). An unanswered required number starts
+blank, so nobody submits a 0 they never typed. Messages name the field by its label.
+Enter in a text box submits (``on_enter``). Blank means "not answered"
 (``read()`` returns ``None``). Checking is the engine's: ``AskField.check`` per field
 while typing, ``validate_form`` on Submit, so the form and the engine never disagree.
 A tool's input schema becomes fields through ``AskField.from_schema``; a tool whose
@@ -12,6 +15,7 @@ arguments are not all flat primitives gets no Run form (``flat_fields`` says so)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import ipywidgets as w
@@ -20,8 +24,6 @@ from fusion_nb.engine import AskField
 
 from .status import ERROR, MUTED, colored, escape
 
-_FLOAT_LIMIT = 1e300
-_INT_LIMIT = 2**53 - 1  # what a browser's number keeps exactly
 _WIDE = {"description_width": "initial"}
 _FLAT = ("string", "number", "integer", "boolean")
 
@@ -34,6 +36,7 @@ class FieldInput:
         self.field = field
         self.parsed = False  # a Text that is parsed on read (blank allowed)
         self.label = label_of(key, field)
+        self.placeholder = field.description if is_example(field.description) else ""
         self.widget = self._make()
         self.error = w.HTML("")
         hint = w.HTML(colored(f"<code>{escape(key)}</code>", MUTED), layout=w.Layout(flex="0 0 auto"))
@@ -61,26 +64,17 @@ class FieldInput:
             self.parsed = True
             bounds = range_text(field)
             return w.Text(
-                placeholder=f"{field.type}, {bounds}" if bounds else field.type, description=label, style=_WIDE
+                placeholder=self.placeholder or (f"{field.type}, {bounds}" if bounds else field.type),
+                description=label,
+                style=_WIDE,
             )
-        return w.Text(value=default or "", description=label, style=_WIDE)
+        return w.Text(value=default or "", placeholder=self.placeholder, description=label, style=_WIDE)
 
     def _bounded(self, label: str, default: Any) -> w.Widget:
-        """A number box the browser keeps inside the field's bounds."""
-        field = self.field
-        integer = field.type == "integer"
-        low, high = field.minimum, field.maximum
-        if low is None and high is None:
-            plain = w.IntText if integer else w.FloatText
-            return plain(value=default, description=label, style=_WIDE)
-        limit = _INT_LIMIT if integer else _FLOAT_LIMIT
-        low = -limit if low is None else low
-        high = limit if high is None else high
-        if integer:
-            return w.BoundedIntText(
-                value=int(default), min=int(-(-low // 1)), max=int(high // 1), description=label, style=_WIDE
-            )
-        return w.BoundedFloatText(value=default, min=low, max=high, description=label, style=_WIDE)
+        """A number box with its default; its bounds are checked as the person types (never clamped)."""
+        if self.field.type == "integer":
+            return w.IntText(value=int(default), description=label, style=_WIDE)
+        return w.FloatText(value=default, description=label, style=_WIDE)
 
     # -- reading and checking ---------------------------------------------------------
     def read(self) -> Any:
@@ -113,21 +107,69 @@ class FieldInput:
         return None
 
     def show(self, problem: str | None) -> None:
-        """Show ``problem`` under the field (``None`` clears it)."""
-        self.error.value = colored(escape(problem), ERROR) if problem else ""
+        """Show ``problem`` under the field, naming it by its label (``None`` clears it)."""
+        self.error.value = colored(escape(self.for_person(problem)), ERROR) if problem else ""
+
+    def for_person(self, problem: str) -> str:
+        """The engine's message with the field's label for the code key a person never saw."""
+        quoted = f'"{self.key}"'
+        name = self.field.description if self.field.description and not self.placeholder else self.key
+        return f'"{name}"' + problem[len(quoted) :] if problem.startswith(quoted) else problem
+
+    def on_enter(self, callback: Any) -> None:
+        """Call ``callback()`` when Enter is pressed in this field's text box.
+
+        The front end sends Enter as a custom ``submit`` message at once, while the
+        last keystroke's value may still wait in its throttle; ``callback`` therefore
+        runs a moment later (``ENTER_SETTLE``), once that value has arrived.
+        """
+        if not isinstance(self.widget, w.Text):
+            return
+
+        def on_msg(_widget: Any, content: Any, _buffers: Any) -> None:
+            if isinstance(content, dict) and content.get("event") == "submit":
+                _later(ENTER_SETTLE, callback)
+
+        self.widget.on_msg(on_msg)
 
     def _changed(self, change: dict[str, Any]) -> None:
-        if self.error.value:  # re-check live once a message is showing
+        # numbers are checked as typed (99 in 1 to 50 says so); other fields once a message shows
+        if self.error.value or (self.field.type in ("number", "integer") and range_text(self.field)):
             self.show(self.problem())
+
+    def fill(self, value: Any) -> None:
+        """Put ``value`` in the control as a person would have typed it (a scripted answer)."""
+        try:
+            self.widget.value = str(value) if self.parsed or isinstance(self.widget, w.Text) else value
+        except Exception:  # a value the control cannot hold (the engine checks it anyway)
+            return
 
     def disable(self) -> None:
         """No more editing (the prompt was answered or abandoned)."""
         self.widget.disabled = True
 
 
+#: seconds between Enter and acting on it: the last keystroke's update arrives first
+ENTER_SETTLE = 0.25
+
+_EXAMPLE_PREFIXES = ("e.g.", "e.g ", "eg ", "eg.", "for example", "such as", "example:", "like ")
+
+
+def is_example(description: str | None) -> bool:
+    """A description that only gives an example ("e.g. 2026Q3"): a placeholder, not a label."""
+    return description is not None and description.strip().lower().startswith(_EXAMPLE_PREFIXES)
+
+
+def _later(delay: float, callback: Any) -> None:
+    try:
+        asyncio.get_running_loop().call_later(delay, callback)
+    except RuntimeError:  # no loop (a plain script): act now
+        callback()
+
+
 def label_of(key: str, field: AskField) -> str:
     """What the person reads: the description (else the key), the bounds, and "optional"."""
-    label = field.description or key
+    label = key if is_example(field.description) else (field.description or key)
     bounds = range_text(field)
     if bounds:
         label += f" ({bounds})"

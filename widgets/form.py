@@ -15,7 +15,7 @@ from fusion_nb.engine import InputRequest, InputResponse, validate_form
 
 from .fields import FieldInput, problems_for
 from .prompt import Prompt
-from .status import ERROR, colored, escape
+from .status import ERROR, MUTED, colored, escape
 
 
 class ElicitationForm(Prompt):
@@ -29,14 +29,17 @@ class ElicitationForm(Prompt):
         super().__init__(request)
         self.inputs = {key: FieldInput(key, field) for key, field in (request.fields or {}).items()}
         self.problems = w.HTML("")
-        self.submit_button = self._button("Submit", "primary", self.submit, "Answer with these values")
-        self.decline_button = self._button("Decline", "", self.decline, "Say no: the tool gets a decline")
-        self.dismiss_button = self._button("Dismiss", "", self.dismiss, "Close without answering")
+        self.submit_button = self._button("Submit", "primary", self.submit, "Answer with these values (or press Enter)")
+        self.decline_button = self._button("Decline", "", self.decline, "Answer no: the tool is told you declined")
+        self.dismiss_button = self._button("Dismiss", "", self.dismiss, "Close the form without answering at all")
+        self.hint.value = colored("Decline answers no · Dismiss leaves without an answer", MUTED)
+        for field in self.inputs.values():
+            field.on_enter(self.submit)
         self.children = [
             self.question,
             *(field.box for field in self.inputs.values()),
             self.problems,
-            w.HBox(self.buttons),
+            w.HBox([*self.buttons, self.hint], layout=w.Layout(align_items="center", flex_flow="row wrap")),
             self.outcome,
         ]
         if problems:
@@ -75,12 +78,30 @@ class ElicitationForm(Prompt):
             self.show_problems(problems)
             return False
         self.show_problems([])
-        shown = ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
-        return self._resolve(InputResponse("accept", content), shown)
+        response = InputResponse("accept", content)
+        return self._resolve(response, self._shown(response))
+
+    def _shown(self, response: InputResponse) -> str:
+        content = response.content if response.accepted else None
+        return ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
+
+    def _snapshot_body(self) -> str:
+        rows = "".join(
+            f'<tr><td style="padding:0 12px 0 0">{escape(field.label)}</td>'
+            f"<td><code>{escape(field.widget.value if field.widget.value is not None else '')}</code></td></tr>"
+            for field in self.inputs.values()
+        )
+        return f"<table>{rows}</table>"
+
+    def _fill(self, response: InputResponse) -> None:
+        for key, value in (response.content or {}).items():
+            field = self.inputs.get(key)
+            if field is not None:
+                field.fill(value)
 
     def _label(self, key: str) -> str:
-        field = (self.request.fields or {}).get(key)
-        return field.description if field is not None and field.description else key
+        field = self.inputs.get(key)
+        return field.for_person(f'"{key}"').strip('"') if field is not None else key
 
     def decline(self) -> bool:
         """Answer ``decline``: the person said no."""

@@ -19,7 +19,11 @@ import ipywidgets as w
 from .coalesce import Coalescer
 from .status import BORDER, MUTED, colored, escape
 
-_PRE = "margin:0;font-size:12px;line-height:16px;white-space:pre;overflow:auto;max-height:320px"
+# long lines wrap (a cut line hides the end of a description or an error); the box scrolls down
+_PRE = (
+    "margin:0;font-size:12px;line-height:16px;white-space:pre-wrap;overflow-wrap:anywhere;"
+    "overflow:auto;max-height:320px"
+)
 
 
 class InspectorView(w.VBox):
@@ -61,15 +65,35 @@ class InspectorView(w.VBox):
 
     def redraw(self) -> None:
         """Draw both parts for the current filter."""
-        shown = [d for d in self.definitions() if self.tool is None or self.tool in d.get("name", "")]
-        text = json.dumps(shown if len(shown) != 1 else shown[0], indent=2, ensure_ascii=False)
-        self.definition_html.value = f'<pre style="{_PRE}">{escape(text)}</pre>'
+        self.definition_html.value = f'<pre style="{_PRE}">{escape(self.definitions_text())}</pre>'
         self.coalescer.now()
 
+    def definitions_text(self) -> str:
+        """The shown definitions as JSON, exactly as ``tools/list`` sends them."""
+        shown = [d for d in self.definitions() if self.tool is None or self.tool in d.get("name", "")]
+        return json.dumps(shown if len(shown) != 1 else shown[0], indent=2, ensure_ascii=False)
+
+    def traffic_lines(self) -> list[str]:
+        """The newest ``limit`` lines of traffic for the current filter."""
+        return [entry.line() for entry in self.traffic.entries(self.tool)[-self.limit :]]
+
     def _draw_traffic(self) -> None:
-        lines = [entry.line() for entry in self.traffic.entries(self.tool)[-self.limit :]]
+        lines = self.traffic_lines()
         body = escape("\n".join(lines)) if lines else colored("no traffic yet", MUTED)
         self.traffic_html.value = f'<pre style="{_PRE}">{body}</pre>'
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        """The widget, with the definitions and the traffic as text (terminals, nbconvert)."""
+        bundle: dict[str, Any] | None = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:
+            traffic = self.traffic_lines()
+            bundle["text/plain"] = (
+                "Tool definitions (as tools/list sends them):\n"
+                + self.definitions_text()
+                + "\n\nTraffic (newest last):\n"
+                + ("\n".join(traffic) if traffic else "no traffic yet")
+            )
+        return bundle
 
     def close(self) -> None:
         """Stop following the log and close the widgets."""

@@ -33,6 +33,7 @@ class Prompt(w.VBox):
         self._event: anyio.Event | None = None
         self.question = w.HTML(f"<b>{escape(request.message)}</b>")
         self.outcome = w.HTML("")
+        self.hint = w.HTML("")  # a word about the buttons, next to them, gone once answered
         self.buttons: list[w.Button] = []
         self.summary = ""  # the answer in words, for the compact form
 
@@ -67,6 +68,28 @@ class Prompt(w.VBox):
             self._event.set()
         return True
 
+    def answer_by_script(self, response: InputResponse) -> None:
+        """Show ``response`` as this prompt's answer, marked as scripted (nobody clicked)."""
+        self._fill(response)
+        self._resolve(response, self._shown(response) + " (answered by script)")
+
+    def _fill(self, response: InputResponse) -> None:
+        pass
+
+    def snapshot_html(self) -> str:
+        """The prompt as self-contained HTML: question, what was asked, and the answer (stored outputs)."""
+        body = self._snapshot_body()
+        return (
+            f'<div style="border-left:3px solid {BORDER};padding:2px 0 2px 8px;margin:4px 0">'
+            f"<b>{escape(self.request.message)}</b>{body}<div>{self.outcome.value}</div></div>"
+        )
+
+    def _snapshot_body(self) -> str:
+        return ""
+
+    def _shown(self, response: InputResponse) -> str:
+        return ""
+
     def abandon(self, why: str = "cancelled") -> None:
         """The call stopped waiting (aborted): no answer will be taken any more."""
         if self.finished:
@@ -92,6 +115,7 @@ class Prompt(w.VBox):
         for button in self.buttons:
             button.disabled = True
             button.layout.display = "none"  # answered: the buttons have nothing left to say
+        self.hint.value = ""
         self._disable_inputs()
         self.outcome.value = html
 

@@ -30,6 +30,15 @@ def css_var(name: str, fallback: str) -> str:
     return f"var(--jp-{name}, {fallback})"
 
 
+def paint(prop: str, color: str) -> str:
+    """``prop:plain;prop:var(...)``: JupyterLab's sanitiser drops a ``var()`` declaration in an
+    untrusted (freshly cloned) notebook's HTML, so the plain colour comes first and stays."""
+    if not (color.startswith("var(") and color.endswith(")")):
+        return f"{prop}:{color}"
+    plain = color[4:-1].partition(",")[2].strip()
+    return f"{prop}:{plain};{prop}:{color}" if plain else f"{prop}:{color}"
+
+
 #: the palette: JupyterLab's semantic colours (they switch with the theme)
 INFO = css_var("info-color1", "#0288d1")
 SUCCESS = css_var("success-color1", "#388e3c")
@@ -60,11 +69,12 @@ ANSWERED: dict[str, tuple[str, str, str]] = {
     "cancel": ("■", "Dismissed", CANCEL),
 }
 
-#: the one-line status row never wraps: fixed widths, ellipsis, full text on hover
-VIEW_WIDTH = "760px"
+#: the one-line status row never wraps: it takes the cell's width, its message is the elastic
+#: part (ellipsised, the whole line on hover); a failed call's full error is shown below it
+VIEW_WIDTH = "100%"
 BAR_WIDTH = "160px"
-NAME_WIDTH = "150px"
-STATUS_WIDTH = "400px"
+NAME_WIDTH = "220px"
+STATUS_WIDTH = "100%"
 
 
 def look(status: str) -> Look:
@@ -126,8 +136,11 @@ def status_text(call: Call, elapsed: float) -> str:
 
 
 def tail_of(call: Call) -> str:
-    """The row's last part: the error of a failed call, else the current (or last) message."""
-    if call.result is not None and call.result.error is not None:
+    """The row's last part: the error of a failed call, else the current (or last) message.
+
+    A cancelled call's error only repeats its status (a person stopped it): its last message stays.
+    """
+    if call.result is not None and call.result.error is not None and call.status != "cancelled":
         return error_summary(call.result)
     return message_of(call)
 
@@ -138,6 +151,17 @@ def error_summary(result: CallResult, limit: int = 200) -> str:
     if error is None:
         return ""
     return shorten(f"{error.code}: {error.message}", limit)
+
+
+def error_html(result: CallResult) -> str:
+    """A failed call's whole error, wrapped, under its row: code, sentence and what to do."""
+    error = result.error
+    if error is None:
+        return ""
+    text = f"{error.code}: {error.message}"
+    if error.recovery:
+        text += f" {error.recovery}"
+    return f'<div style="white-space:pre-wrap;overflow-wrap:anywhere">{colored(escape(text), ERROR)}</div>'
 
 
 def shorten(text: str, limit: int) -> str:
@@ -158,7 +182,7 @@ def escape(text: object) -> str:
 def colored(text: str, color: str, *, bold: bool = False) -> str:
     """``text`` (already escaped) in ``color``."""
     weight = ";font-weight:600" if bold else ""
-    return f'<span style="color:{color}{weight}">{text}</span>'
+    return f'<span style="{paint("color", color)}{weight}">{text}</span>'
 
 
 def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH) -> str:
@@ -169,7 +193,7 @@ def row_html(parts: list[tuple[str, str]], title: str, width: str = STATUS_WIDTH
     cells = "".join(f'<span style="{css}">{part}</span>' for part, css in parts)
     return (
         f'<div title="{escape(title)}" style="display:flex;align-items:baseline;gap:8px;white-space:nowrap;'
-        f'overflow:hidden;width:{width};max-width:100%;color:{TEXT};line-height:22px">{cells}</div>'
+        f'overflow:hidden;width:{width};max-width:100%;{paint("color", TEXT)};line-height:22px">{cells}</div>'
     )
 
 
@@ -183,9 +207,9 @@ def snapshot_html(call: Call, elapsed: float) -> str:
     face = look(call.status)
     percent = percent_of(call)
     bar = (
-        f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;background:{TRACK};'
+        f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;{paint("background", TRACK)};'
         f'border-radius:2px;overflow:hidden"><span style="display:block;height:100%;width:{percent:.0f}%;'
-        f'background:{face.color}"></span></span>'
+        f'{paint("background", face.color)}"></span></span>'
     )
     return row_html(
         [
@@ -207,6 +231,6 @@ def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     return [
         (colored(f"{face.icon} {escape(face.label)}", face.color, bold=True), f"{FIXED};width:10em"),
         (f"{percent:3.0f}%", f"{FIXED};width:3em;text-align:right;font-variant-numeric:tabular-nums"),
-        (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;color:{MUTED}"),
+        (escape(timing(percent, elapsed, live)), f"{FIXED};font-variant-numeric:tabular-nums;{paint('color', MUTED)}"),
         (escape(tail), ELLIPSIS),
     ]

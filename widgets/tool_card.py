@@ -27,6 +27,7 @@ from .call_view import CallView
 from .channel import WidgetInputChannel
 from .fields import FieldInput, flat_fields
 from .status import BORDER, MUTED, colored, escape
+from .watching import watch_until_settled
 
 _HINTS = {
     "readOnlyHint": "read-only",
@@ -131,6 +132,8 @@ class ToolCard(w.VBox):
         self.context = contextvars.copy_context()  # the defining cell's: see the module docstring
         fields = flat_fields(tool.input_schema)
         self.inputs = {key: FieldInput(key, field) for key, field in (fields or {}).items()}
+        for field in self.inputs.values():
+            field.on_enter(self.run)  # Enter in a box runs the tool, as Submit does in a form
         self.run_button = w.Button(
             layout=w.Layout(width="auto", align_self="flex-start"),
             description=f"Run {tool.name}",
@@ -143,6 +146,7 @@ class ToolCard(w.VBox):
             self.run_button.layout.display = "none"
         self.calls = w.VBox([])
         self.views: list[CallView] = []
+        self.runs: list[RunView] = []
         self.children = [
             w.HTML(_header_html(tool_summary(tool), fields is not None)),
             *(field.box for field in self.inputs.values()),
@@ -175,12 +179,15 @@ class ToolCard(w.VBox):
     def _start(self, args: dict[str, Any]) -> Call:
         call = self.app.start(self.tool.name, args, channel=self.channel())
         view = CallView(call)
+        run = RunView(view)
         self.views.append(view)
-        settled = [v for v in self.views if not v.live]
+        self.runs.append(run)
+        settled = [r for r in self.runs if not r.view.live]
         for old in settled[: max(0, len(settled) - self.keep)]:
-            self.views.remove(old)
+            self.runs.remove(old)
+            self.views.remove(old.view)
             old.close()
-        self.calls.children = list(self.views)
+        self.calls.children = list(self.runs)
         return call
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
@@ -192,3 +199,47 @@ class ToolCard(w.VBox):
 
     def __repr__(self) -> str:
         return f"<ToolCard {self.tool.name} ({self.tool.verb}) args={list(self.inputs)} runs={len(self.views)}>"
+
+
+class RunView(w.VBox):
+    """One Run of a card: its call view, then its value once it is done (as ``interact`` prints it).
+
+    The value goes through IPython's display formatter into an ``Output`` widget's stored
+    outputs (not through a print routed by parent header), so it shows whatever the
+    notebook would show for it and survives a page reload with the widget state. A
+    failure's whole error is in the call view already; ``None`` shows nothing.
+    """
+
+    def __init__(self, view: CallView) -> None:
+        self.view = view
+        self.value = w.Output()
+        super().__init__([view, self.value])
+        self._stop = watch_until_settled(view.call, self._changed)
+
+    def _changed(self, call: Call) -> None:
+        result = call.result
+        if result is None or result.is_error or result.value is None:
+            return
+        try:
+            data, metadata = display_bundle(result.value)
+        except Exception:  # a value whose repr fails must not take the card down
+            data, metadata = {"text/plain": f"<{type(result.value).__name__}: its display failed>"}, {}
+        self.value.outputs += ({"output_type": "display_data", "data": data, "metadata": metadata},)
+
+    def close(self) -> None:
+        """Stop watching; close the view and the value."""
+        self._stop()
+        self.view.close()
+        self.value.close()
+        super().close()
+
+
+def display_bundle(value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the notebook would show for ``value``: IPython's formatter in a shell, else its repr."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return {"text/plain": repr(value)}, {}
+    data, metadata = shell.display_formatter.format(value)
+    return dict(data), dict(metadata)

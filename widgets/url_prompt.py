@@ -38,6 +38,10 @@ class UrlPrompt(Prompt):
         """Answer ``cancel``: the person closed the prompt."""
         return self._resolve(InputResponse("cancel"))
 
+    def _snapshot_body(self) -> str:
+        url = escape(self.request.url or "")
+        return f"<div>{colored(f'<small>{url}</small>', MUTED)}</div>"
+
     def _freeze(self, html: str) -> None:
         super()._freeze(html)
         self.link.layout.display = "none"  # answered: the link no longer applies

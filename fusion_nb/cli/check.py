@@ -1,8 +1,9 @@
 """``fusion-nb check SOURCE``: what a CI job runs before serving a notebook.
 
 Prints which cells run and which are skipped (and why), then every tool with its
-input schema and hints. Exit 1 when a cell fails or no tool is found, so a broken
-notebook fails the build instead of the deployment.
+input schema and hints, then the stdio config a desktop host can launch as pasted.
+Exit 1 when a cell fails or no tool is found, so a broken notebook fails the build
+instead of the deployment.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import json
 import sys
 from typing import Any
 
+from ..mcp.client_config import stdio_config
 from .errors import CliError
 from .headless import failure_message
 from .source import load_source
+
+#: the heading of the printed stdio config (the command is absolute: desktop hosts activate no venv)
+STDIO_HEADING = "Claude Desktop (claude_desktop_config.json), serving it over stdio"
 
 HELP = "run a source headless and list its cells and tools (exit 1 on any error)"
 
@@ -59,11 +64,15 @@ async def _check(args: argparse.Namespace) -> int:
         }
         for tool in (loaded.app.tools if failed is None else [])
     ]
+    config = stdio_config(args.source) if failed is None and tools else None
     if args.json:
-        json.dump({"source": loaded.label, "ok": failed is None, "cells": cells, "tools": tools}, sys.stdout, indent=2)
+        report_json = {"source": loaded.label, "ok": failed is None, "cells": cells, "tools": tools}
+        json.dump({**report_json, "client_config": config}, sys.stdout, indent=2)
         print()
     else:
         _print_text(loaded.label, cells, tools)
+        if config is not None:
+            print(f"\n{STDIO_HEADING}:\n{json.dumps(config, indent=2)}")
     if failed is not None:
         raise CliError(failure_message(report.path, failed))  # type: ignore[union-attr]
     if not tools:

@@ -24,26 +24,48 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   answers that call with one sentence, and the bridge's later requests too: the SDK's
   client leaves such a request unanswered for ever and stops sending (``_watching_transport``).
 
+A host gets through the bridge what it would get direct:
+
+* Each forwarded request declares upstream the host's own ``clientInfo`` and exactly
+  the elicitation modes the host declared (none, form, URL; the SDK client would
+  declare both for any callback): the transport's writer restamps the 2026 envelope
+  of requests sent on a host's behalf. So the upstream refuses a question the host
+  cannot answer with its own ``ELICITATION_UNSUPPORTED`` result, in either era.
+* A 2025-era host whose elicitation handler fails gets the ``ELICITATION_FAILED``
+  result the server gives a direct client; any other failure reaches the host as one
+  JSON-RPC error with its code and one sentence (never ``code 0``, never a traceback).
+* A 2026 upstream's change arrives on the listen stream only once (the SDK client also
+  copies listen events to the message handler, which the bridge then ignores).
+
 Upstream the bridge speaks 2026-07-28 (every fusion-nb server does): its input rounds
 run in the forwarding handler's own task, which is how an upstream question finds the
-downstream request it belongs to.
+downstream request it belongs to. A 2025-era upstream fixes its session's capabilities
+at the bridge's start, before any host is known: there the bridge declares both modes
+and answers a question in a mode its host lacks with an error the upstream reports.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import contextvars
+import dataclasses
 import os
 import sys
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .errors import CliError
 from .service import log_to_stderr as log
+
+if TYPE_CHECKING:
+    from ..engine import ToolError
 
 TOKEN_ENV = "FUSION_NB_TOKEN"
 HELP = "bridge stdio to a Streamable HTTP MCP server (Claude Desktop to a kernel, without Node)"
@@ -53,16 +75,25 @@ at URL, e.g. the one `%fusion serve` prints. Progress, cancellation and elicitat
 pass through in both protocol eras.
 """
 EPILOG = """\
-Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it:
-  {"mcpServers": {"notebook": {"command": "fusion-nb",
-      "args": ["connect", "http://127.0.0.1:8765/mcp", "--header", "Authorization: Bearer <token>"]}}}
+Claude Desktop (claude_desktop_config.json), as `%fusion serve` prints it (with absolute paths):
+  {"mcpServers": {"fusion-nb": {"command": "/path/to/.venv/bin/fusion-nb",
+      "args": ["connect", "http://127.0.0.1:8765/mcp"], "env": {"FUSION_NB_TOKEN": "<token>"}}}}
 """
 
-#: the downstream request a forwarded upstream elicitation belongs to
-_downstream: contextvars.ContextVar[Any] = contextvars.ContextVar("fusion_nb_connect_downstream")
+
+@dataclasses.dataclass
+class _Forwarded:
+    """One downstream request being forwarded: the host's context and what went wrong asking it."""
+
+    ctx: Any
+    tool: str = ""
+    failure: ToolError | None = None  # what the host would get direct, when asking the host failed
+
+
+#: the downstream request an upstream request (or an upstream elicitation) is made for
+_downstream: contextvars.ContextVar[_Forwarded] = contextvars.ContextVar("fusion_nb_connect_downstream")
 #: where the upstream POSTs of one downstream call report a failure (the SDK sends them in that call's context)
 _call_failure: contextvars.ContextVar[_Failure] = contextvars.ContextVar("fusion_nb_connect_failure")
-_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 
 
 def add_parser(commands: Any) -> None:
@@ -110,7 +141,11 @@ async def bridge(
     streams: Any = None,
 ) -> int:
     """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
-    from ..mcp import connect
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from .. import __version__
 
     server, relay = _bridge_server(url)
     finished = anyio.Event()
@@ -119,15 +154,20 @@ async def bridge(
         """The upstream client, for as long as the bridge runs; its failure once serving is the relay's to report."""
         started = False
         try:
-            async with connect(
-                url,
-                token,
-                mode=upstream_mode,
-                headers=headers,
-                transport=_watching_transport(relay),
-                elicitation_callback=_forward_elicitation,
-                message_handler=relay.on_upstream_message,
-            ) as client:
+            async with (
+                httpx2.AsyncClient(
+                    headers=_with_token(headers, token) or None,
+                    timeout=httpx2.Timeout(30, read=300),
+                    transport=_watching_transport(relay),
+                ) as http,
+                Client(
+                    _as_host(streamable_http_client(url, http_client=http)),
+                    mode=upstream_mode,
+                    client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
+                    elicitation_callback=_forward_elicitation,
+                    message_handler=relay.on_upstream_message,
+                ) as client,
+            ):
                 relay.client = client
                 async with anyio.create_task_group() as follow:
                     await follow.start(relay.follow_upstream)  # listening upstream before the host can list tools
@@ -177,6 +217,7 @@ class _Relay:
         self.client: Any = None
         self.sessions: list[Any] = []
         self.bus = InMemorySubscriptionBus()
+        self.output_schemas: dict[str, bool] = {}  # whether each listed tool declares one (error results differ)
         self.failed: str | None = None  # once the upstream failed under a call: why, in one sentence
         self.pending: set[_Failure] = set()  # the calls waiting for the upstream now
 
@@ -195,19 +236,21 @@ class _Relay:
 
     async def forward(self, upstream: Any) -> Any:
         """Await ``upstream()`` (one downstream call's upstream request), or fail it when its POST failed."""
-        from mcp.shared.exceptions import MCPError
-
         if self.failed is not None:
             raise MCPError(types.INTERNAL_ERROR, self.failed)
         failure = _Failure()
         reset = _call_failure.set(failure)
         self.pending.add(failure)
         result: list[Any] = []
+        raised: list[Exception] = []  # the upstream's own error, re-raised as is (not in a task group's group)
         try:
             async with anyio.create_task_group() as group:
 
                 async def run() -> None:
-                    result.append(await upstream())
+                    try:
+                        result.append(await upstream())
+                    except Exception as exc:
+                        raised.append(exc)
                     group.cancel_scope.cancel()
 
                 group.start_soon(run)
@@ -216,6 +259,8 @@ class _Relay:
         finally:
             self.pending.discard(failure)
             _call_failure.reset(reset)
+        if raised:
+            raise raised[0]
         if result:
             return result[0]
         raise MCPError(types.INTERNAL_ERROR, self.upstream_failed(failure.error or RuntimeError()))
@@ -232,8 +277,15 @@ class _Relay:
                 self.sessions.remove(session)
 
     async def on_upstream_message(self, message: Any) -> None:
-        """A 2025-era upstream's notification (a 2026 one sends changes on the listen stream)."""
-        if isinstance(message, types.ToolListChangedNotification):
+        """A 2025-era upstream's notification.
+
+        A 2026 upstream's changes arrive on the listen stream ``follow_upstream`` reads;
+        the SDK client copies those events here too, so here they are ignored (the host
+        would be told twice).
+        """
+        if isinstance(message, types.ToolListChangedNotification) and (
+            self.client is None or self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        ):
             await self.tools_changed()
 
     async def follow_upstream(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -327,17 +379,20 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         if ctx.session not in relay.sessions and ctx.session.can_send_request:
             relay.sessions.append(ctx.session)
-        result: types.ListToolsResult = await relay.forward(
-            lambda: relay.client.list_tools(cursor=params.cursor if params else None)
-        )
+        async with _forwarding(_Forwarded(ctx)):
+            result: types.ListToolsResult = await relay.forward(
+                lambda: relay.client.list_tools(cursor=params.cursor if params else None)
+            )
+        for tool in result.tools:
+            relay.output_schemas[tool.name] = tool.output_schema is not None
         return result
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
-        token = _downstream.set(ctx)
-        try:
+        forwarded = _Forwarded(ctx, params.name)
+        async with _forwarding(forwarded):
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 # the host drives the rounds; the upstream's sealed state passes through untouched
                 return await relay.forward(
@@ -350,11 +405,20 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
                         allow_input_required=True,
                     )
                 )
-            return await relay.forward(
-                lambda: relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
-            )
-        finally:
-            _downstream.reset(token)
+            try:
+                return await relay.forward(
+                    lambda: relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
+                )
+            except MCPError:
+                if forwarded.failure is None:
+                    raise  # the upstream's own error, with its code
+        # asking the host failed: the result the upstream gives a client whose handler fails
+        from ..engine import CallResult
+        from ..mcp.convert import result_to_wire
+
+        assert forwarded.failure is not None  # the only way here
+        failed = CallResult.failure(forwarded.failure)
+        return result_to_wire(failed, has_output_schema=relay.output_schemas.get(params.name, False), modern=False)
 
     class BridgeServer(Server[Any]):
         def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
@@ -371,15 +435,136 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
 
 
 async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
-    """Ask the 2025-era host over its live session; refuse when it cannot be asked."""
-    ctx = _downstream.get(None)
-    if ctx is None or not ctx.session.check_client_capability(_ELICITATION):
-        return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host does not support elicitation")
-    if isinstance(params, types.ElicitRequestURLParams):
-        elicitation_id = getattr(params, "elicitation_id", None) or os.urandom(8).hex()
-        request_id = ctx.request_id
-        return await ctx.session.elicit_url(params.message, params.url, elicitation_id, related_request_id=request_id)
-    return await ctx.session.elicit_form(params.message, params.requested_schema, related_request_id=ctx.request_id)
+    """Ask the 2025-era host over its live session, in a mode it declared; a failure is noted for its result.
+
+    Returns ``ErrorData`` rather than raising: the SDK client's input driver turns a
+    raising callback into an ``ExceptionGroup``, and the host would see ``code 0``.
+    """
+    from ..engine import ELICITATION_UNSUPPORTED, ToolError
+    from ..mcp.elicitation import declared_modes, handler_failed
+
+    forwarded = _downstream.get(None)
+    if forwarded is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the bridge has no host request to ask for")
+    ctx = forwarded.ctx
+    mode = "url" if isinstance(params, types.ElicitRequestURLParams) else "form"
+    if mode not in declared_modes(ctx.session.client_capabilities):
+        message = f"the connected host does not support {mode}-mode elicitation"
+        forwarded.failure = ToolError(
+            ELICITATION_UNSUPPORTED,
+            f'Tool "{forwarded.tool}" needs input ({params.message[:80]!r}) but the connected host has no '
+            f"{mode}-mode elicitation to ask for it.",
+            recovery="Use a host that supports that elicitation mode.",
+        )
+        return types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    try:
+        if isinstance(params, types.ElicitRequestURLParams):
+            elicitation_id = getattr(params, "elicitation_id", None) or os.urandom(8).hex()
+            return await ctx.session.elicit_url(
+                params.message, params.url, elicitation_id, related_request_id=ctx.request_id
+            )
+        return await ctx.session.elicit_form(params.message, params.requested_schema, related_request_id=ctx.request_id)
+    except MCPError as exc:
+        forwarded.failure = handler_failed(forwarded.tool, exc.message)
+        return exc.error
+
+
+@contextlib.asynccontextmanager
+async def _forwarding(forwarded: _Forwarded) -> AsyncIterator[None]:
+    """Forward one host request: upstream requests are made in the host's name, failures become one error.
+
+    An upstream JSON-RPC error reaches the host with its code; anything else (an
+    ``ExceptionGroup`` from the SDK's task groups, a lost connection) becomes one
+    ``INTERNAL_ERROR`` sentence, never the SDK server's ``code 0`` and logged traceback.
+    """
+    token = _downstream.set(forwarded)
+    try:
+        yield
+    except MCPError:
+        raise
+    except Exception as exc:
+        raise _one_error(exc) from None
+    finally:
+        _downstream.reset(token)
+
+
+def _one_error(exc: BaseException) -> Any:
+    """The ``MCPError`` a failed forward reaches the host as: the only ``MCPError`` inside, or one sentence."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return exc
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return MCPError(
+        code=types.INTERNAL_ERROR, message=f"the bridge's upstream request failed: {type(exc).__name__}: {text}"
+    )
+
+
+@contextlib.asynccontextmanager
+async def _as_host(transport: Any) -> AsyncIterator[Any]:
+    """The upstream transport, whose writer restamps requests made for a host (``_HostStamp``)."""
+    async with transport as (read_stream, write_stream):
+        yield read_stream, _HostStamp(write_stream)
+
+
+class _HostStamp:
+    """The upstream write stream: a request sent for a host declares the host's identity and elicitation modes.
+
+    The SDK client stamps its own ``clientInfo`` and, having a callback, both
+    elicitation modes into each 2026 request's envelope; the upstream must instead
+    see who is really asking and what it can answer. The bridge's own requests
+    (``server/discover``, its listen stream) keep the bridge's identity.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, item: Any) -> None:
+        """Pass ``item`` on, restamped when it is a request made for a host."""
+        forwarded = _downstream.get(None)
+        if forwarded is not None:
+            item = _restamped(item, forwarded.ctx)
+        await self.inner.send(item)
+
+    async def aclose(self) -> None:
+        """Close the upstream write stream."""
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _HostStamp:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self.inner.__aexit__(*exc_info)
+
+
+def _restamped(item: Any, ctx: Any) -> Any:
+    """``item`` (a ``SessionMessage``) with a 2026 envelope naming the host and its elicitation modes."""
+    message = item.message
+    if not isinstance(message, types.JSONRPCRequest) or not isinstance(message.params, dict):
+        return item
+    params = message.params
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return item
+    if types.CLIENT_CAPABILITIES_META_KEY not in meta:
+        return item  # a handshake-era upstream: its capabilities were fixed at initialize
+    meta = dict(meta)
+    capabilities = dict(meta[types.CLIENT_CAPABILITIES_META_KEY])
+    declared = ctx.session.client_capabilities
+    elicitation = declared.elicitation if declared is not None else None
+    if elicitation is None:
+        capabilities.pop("elicitation", None)
+    else:
+        capabilities["elicitation"] = elicitation.model_dump(by_alias=True, mode="json", exclude_none=True)
+    meta[types.CLIENT_CAPABILITIES_META_KEY] = capabilities
+    client_params = ctx.session.client_params
+    if client_params is not None:
+        meta[types.CLIENT_INFO_META_KEY] = client_params.client_info.model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
+    restamped = message.model_copy(update={"params": {**params, "_meta": meta}})
+    return dataclasses.replace(item, message=restamped)
 
 
 def _with_token(headers: dict[str, str] | None, token: str | None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAns
 from ._context import Context
 from ._errors import (
     CANCELLED,
+    DECLINED,
     ELICITATION_ROUNDS_EXCEEDED,
     ELICITATION_UNSUPPORTED,
     INTERNAL_ERROR,
@@ -44,6 +45,7 @@ from ._tool import BoundTool, Tool
 
 __all__ = [
     "CANCELLED",
+    "DECLINED",
     "DEFER",
     "ELICITATION_ROUNDS_EXCEEDED",
     "ELICITATION_UNSUPPORTED",

@@ -18,6 +18,7 @@ SERVER_BUSY = "SERVER_BUSY"
 ELICITATION_UNSUPPORTED = "ELICITATION_UNSUPPORTED"
 ELICITATION_ROUNDS_EXCEEDED = "ELICITATION_ROUNDS_EXCEEDED"
 INVALID_ANSWER = "INVALID_ANSWER"
+DECLINED = "DECLINED"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -178,6 +179,27 @@ def no_way_to_ask(tool_name: str, message: str) -> ToolError:
         ELICITATION_UNSUPPORTED,
         f'Tool "{tool_name}" needs input ({shown!r}) but this caller has no way to ask for it.',
         recovery="Call it from a client that supports elicitation, or give scripted answers.",
+    )
+
+
+def refused_again(tool_name: str, message: str, action: str) -> ToolError:
+    """A handler asking again for an answer the person declined or dismissed in this call.
+
+    A person's "no" ends the question: without this rule a handler that tests
+    ``read_input(key) is None`` shows the same form after every Decline until somebody
+    stops the call. A decline is the person's answer (``DECLINED``); a dismissal ends the
+    call as cancelled (``CANCELLED``), as the Stop button would.
+    """
+    shown = message if len(message) <= 80 else message[:77] + "..."
+    if action == "decline":
+        return ToolError(
+            DECLINED,
+            f'Tool "{tool_name}": the person declined {shown!r}, so the call ends without asking again.',
+            recovery="Call the tool again if they change their mind.",
+        )
+    return ToolError(
+        CANCELLED,
+        f'Tool "{tool_name}": the person dismissed {shown!r} without answering, so the call ends.',
     )
 
 

@@ -175,6 +175,14 @@ class Rounds:
             self.answers[key] = {"action": response.action, "content": response.content, "value": value}
         self.state = request.state
 
+    def refusal(self, request: InputRequest) -> str | None:
+        """``decline`` or ``cancel`` when an earlier round of this call refused one of ``request``'s keys."""
+        for key in request.keys():  # noqa: SIM118 (InputRequest.keys() is a method, not a dict view)
+            answer = self.answers.get(key)
+            if answer is not None and answer["action"] in (DECLINE, CANCEL):
+                return str(answer["action"])
+        return None
+
 
 current_rounds: contextvars.ContextVar[Rounds | None] = contextvars.ContextVar("fusion_nb_rounds", default=None)
 

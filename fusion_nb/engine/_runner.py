@@ -19,10 +19,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from ._background import Detached, Event, Workers, is_cancellation, is_foreign_cancellation, new_event
-from ._call import DONE, FAILED, RUNNING, WAITING, Call, CallStatus
+from ._call import CANCELLED_STATUS, DONE, FAILED, RUNNING, WAITING, Call, CallStatus
 from ._channel import DEFER, InputChannel
 from ._context import Context
-from ._errors import INTERNAL_ERROR, TIMEOUT, Aborted, ToolError, internal_error, new_error_id, no_way_to_ask
+from ._errors import (
+    CANCELLED,
+    INTERNAL_ERROR,
+    TIMEOUT,
+    Aborted,
+    ToolError,
+    internal_error,
+    new_error_id,
+    no_way_to_ask,
+    refused_again,
+)
 from ._errors import rounds_exceeded as too_many_rounds
 from ._handlers import make_runner
 from ._interactive import (
@@ -41,7 +51,7 @@ from ._result import CallResult
 from ._schema import input_validator
 from ._slots import Slots
 from ._streaming import ProgressEvent
-from ._threads import ThreadPool
+from ._threads import ThreadPool, describe_crash
 
 if TYPE_CHECKING:
     from ._app import App
@@ -377,6 +387,10 @@ class Runner:
                             rounds_token = current_rounds.set(rounds)
                         else:
                             current_rounds.set(rounds)
+                    else:
+                        refused = rounds.refusal(value)
+                        if refused is not None:  # a person's "no" ends the question, on every channel
+                            raise refused_again(tool.name, value.message, refused)
                     rounds.record(value, await self._collect(value, rounds))
             finally:
                 if rounds_token is not None:
@@ -404,11 +418,12 @@ class Runner:
                 return
             result = self._crashed(exc)
         self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, FAILED if result.is_error else DONE)
+        call.settle(result, _status_of(result))
 
     def _crashed(self, exc: BaseException) -> CallResult:
         """An unexpected exception: logged with an id; the client gets the class and the id."""
         tool, error_id = self.plan.tool, new_error_id()
+        exc = describe_crash(exc)  # a sync body's SystemExit is named as such, not as its carrier
         if isinstance(exc, Aborted):
             log.error(
                 "tool %s (call %s) raised Aborted although the call was not aborted (error id %s)",
@@ -465,3 +480,10 @@ class Runner:
                 ) from None
         content, structured = present(value)
         return CallResult(value, content, structured)
+
+
+def _status_of(result: CallResult) -> CallStatus:
+    """A dismissed question ends the call as cancelled (the person stopped it), any other error as failed."""
+    if not result.is_error:
+        return DONE
+    return CANCELLED_STATUS if result.error is not None and result.error.code == CANCELLED else FAILED

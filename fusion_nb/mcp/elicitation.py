@@ -1,7 +1,8 @@
 """Interactive input over MCP, per protocol era (SPEC 4).
 
-* 2026-07-28: the call ends with ``InputRequiredResult`` (the engine's
-  ``DeferToClient``); the engine's continuation travels as ``requestState``, sealed
+* 2026-07-28: the call ends with ``InputRequiredResult`` (the engine's ``DEFER``),
+  in a mode the client declared (form, URL; a bare ``elicitation: {}`` is form only,
+  as the spec and the SDK read it); the engine's continuation travels as ``requestState``, sealed
   by the SDK's ``RequestStateBoundary`` installed as server middleware (AES-GCM,
   expiry, bound to tool, arguments, audience and the authenticated client). The
   client retries with the answer and the engine resumes from the continuation.
@@ -32,10 +33,10 @@ from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import (
+    DEFER,
     ELICITATION_UNSUPPORTED,
     INVALID_INPUT,
     CallResult,
-    DeferToClient,
     InputChannel,
     InputQuestion,
     InputRequest,
@@ -49,19 +50,56 @@ ELICITATION_FAILED = "ELICITATION_FAILED"
 """The client declared elicitation, but its handler failed while answering (its message follows)."""
 
 _CLIENT_MESSAGE_LIMIT = 300
-_DEFER_TO_CLIENT = DeferToClient()
 _NO_CHANNEL = NoChannel()
+
+
+def declared_modes(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+    """The elicitation modes (``"form"``, ``"url"``) a client declared.
+
+    The spec: "Servers MUST NOT send elicitation requests with modes that are not
+    supported by the client", and a bare ``elicitation: {}`` (the shape from before
+    modes existed) means form only; the SDK's own resolver reads it the same way.
+    """
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None:
+        return frozenset()
+    if elicitation.form is None and elicitation.url is None:
+        return frozenset({"form"})
+    return frozenset(
+        mode for mode, given in (("form", elicitation.form), ("url", elicitation.url)) if given is not None
+    )
+
+
+def mode_of(request: InputRequest) -> str:
+    """The elicitation mode an engine request is sent in: ``"url"`` or ``"form"``."""
+    return "url" if request.kind == "url" else "form"
 
 
 def client_can_answer(session: ServerSession, request: InputRequest) -> bool:
     """Did the client declare the elicitation mode this request needs?"""
-    capabilities = session.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None:
-        return False
-    if request.kind == "url":
-        return elicitation.url is not None
-    return elicitation.form is not None or elicitation.url is None  # a bare {} means form
+    return mode_of(request) in declared_modes(session.client_capabilities)
+
+
+class DeferInDeclaredModes(InputChannel):
+    """2026 era: the client answers by calling again, but only requests in a mode it declared.
+
+    A request in any other mode gets ``None``, so the tool fails at once with the
+    same ``ELICITATION_UNSUPPORTED`` a 2025 client without that mode gets, instead of
+    an ``InputRequiredResult`` the client must refuse (the TypeScript client throws).
+    """
+
+    def __init__(self, modes: frozenset[str]) -> None:
+        self.modes = modes
+
+    async def ask(self, question: InputQuestion) -> Any:
+        """``DEFER`` when the client declared this request's mode, else ``None`` (nobody to ask)."""
+        return DEFER if mode_of(question.request) in self.modes else None
+
+
+_DEFERRING = {
+    modes: DeferInDeclaredModes(modes)
+    for modes in (frozenset({"form"}), frozenset({"url"}), frozenset({"form", "url"}))
+}
 
 
 def form_schema(request: InputRequest) -> dict[str, Any]:
@@ -88,6 +126,19 @@ def server_mode(ctx: ServerRequestContext[Any, Any]) -> str | None:
     state = getattr(getattr(ctx.request, "app", None), "state", None)
     mode = getattr(state, "server_mode", None)
     return mode if isinstance(mode, str) else None
+
+
+def handler_failed(tool: str, client_message: object) -> ToolError:
+    """``ELICITATION_FAILED``: the client's own elicitation handler failed (its message, bounded, quoted).
+
+    Shared with ``fusion-nb connect``, which gives its host the sentence this server would.
+    """
+    message = " ".join(str(client_message).split())[:_CLIENT_MESSAGE_LIMIT]
+    return ToolError(
+        ELICITATION_FAILED,
+        f'Tool "{tool}" asked for input and the client\'s elicitation handler failed: {message!r}.',
+        recovery="Fix or retry the client's elicitation handler; the tool did not run past its question.",
+    )
 
 
 class LiveElicitation(InputChannel):
@@ -125,12 +176,7 @@ class LiveElicitation(InputChannel):
                 raise no_back_channel(tool, mode) from None
             return None
         except MCPError as exc:
-            message = " ".join(str(exc.message).split())[:_CLIENT_MESSAGE_LIMIT]
-            raise ToolError(
-                ELICITATION_FAILED,
-                f'Tool "{tool}" asked for input and the client\'s elicitation handler failed: {message!r}.',
-                recovery="Fix or retry the client's elicitation handler; the tool did not run past its question.",
-            ) from None
+            raise handler_failed(tool, exc.message) from None
         return InputResponse(result.action, result.content)
 
 
@@ -140,11 +186,13 @@ def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool) -> InputChannel:
-    """The engine channel answering this request's input: defer (2026), ask live (2025), or nobody."""
+    """The engine channel answering this request's input: defer (2026), ask live (2025), or nobody.
+
+    On 2026 the declared modes are read per request (they travel in each request's envelope).
+    """
     if modern:
-        capabilities = ctx.session.client_capabilities
-        declared = capabilities is not None and capabilities.elicitation is not None
-        return _DEFER_TO_CLIENT if declared else _NO_CHANNEL
+        modes = declared_modes(ctx.session.client_capabilities)
+        return _DEFERRING[modes] if modes else _NO_CHANNEL
     return LiveElicitation(ctx)
 
 

@@ -36,14 +36,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import App
+from . import client_config
 from .bounded import BoundedRequests
 from .server import mcp_server
 from .streamable import StreamableEndpoint
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
-INSPECTOR_VERSION = "2.12.0"
-"""The MCP Inspector release printed in ready-to-paste commands; tests/interop pins and runs the same one."""
+#: the MCP Inspector release printed in ready-to-paste commands (one copy, in client_config); tests/interop pins it
+INSPECTOR_VERSION = client_config.INSPECTOR_VERSION
 
 
 SINGLE_TOKEN_CLIENT = "fusion-nb-client"

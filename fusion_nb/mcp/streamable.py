@@ -110,6 +110,7 @@ ANSWER_TIMEOUT = 600.0
 Without a deadline an abandoned question never ends: its call holds its slots (a
 mutation's serializer: every other client's calls of that tool queue behind it) and
 its session is never idle. Ten minutes leave a person time to answer a form."""
+_FINAL_WRITE_TIMEOUT = 5.0
 REQUEST_CANCELLED = -32800
 """The 2025 wire's answer to a request the client (or the session's end) cancelled."""
 _T = TypeVar("_T")
@@ -411,6 +412,25 @@ def _lookup(table: Mapping[RequestId, _T], request_id: RequestId | None) -> _T |
     return found
 
 
+class _GetStream:
+    """A session's open ``GET`` stream: the buffer its messages wait in, and how to end its response."""
+
+    __slots__ = ("ender", "reader", "writer")
+
+    def __init__(self, ender: anyio.CancelScope) -> None:
+        self.ender = ender
+        self.writer: MemoryObjectSendStream[bytes]
+        self.writer, self.reader = anyio.create_memory_object_stream[bytes](_STANDALONE_BUFFER)
+
+    def hand_over(self, successor: _GetStream) -> None:
+        """End this stream for ``successor``, which gets the messages this one had not sent."""
+        self.writer.close()
+        with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            while True:
+                successor.writer.send_nowait(self.reader.receive_nowait())
+        self.ender.cancel()
+
+
 class Session:
     """One 2025-11-25 session: its ``Connection``, the SDK's kernel over it, its calls and its streams.
 
@@ -431,7 +451,7 @@ class Session:
         self.idle_since = anyio.current_time()
         self.ended = False
         self._answers: dict[RequestId, _Answer] = {}
-        self._standalone: MemoryObjectSendStream[bytes] | None = None
+        self._standalone: _GetStream | None = None
 
     # -- the connection's standalone channel (Outbound)
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
@@ -455,7 +475,7 @@ class Session:
         if self._standalone is None:
             return
         try:
-            self._standalone.send_nowait(payload)
+            self._standalone.writer.send_nowait(payload)
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             log.debug("dropped a server-initiated message: session %s's stream is full or closed", self.id)
 
@@ -518,17 +538,28 @@ class Session:
 
     # -- the GET stream
     @contextlib.contextmanager
-    def standalone_stream(self) -> Iterator[MemoryObjectReceiveStream[bytes]]:
-        """Open the session's stream for server-initiated messages (one at a time), yielding its reader."""
-        writer, reader = anyio.create_memory_object_stream[bytes](_STANDALONE_BUFFER)
-        self._standalone = writer
+    def standalone_stream(self, ender: anyio.CancelScope) -> Iterator[MemoryObjectReceiveStream[bytes]]:
+        """Open the session's stream for server-initiated messages, yielding its reader.
+
+        One stream at a time, and the newest wins: an open one is ended (``ender``
+        cancels its response loop, which then ends its response cleanly) and what it
+        had not sent yet moves to the new one. A client reopens its stream when its
+        old one is dead to it, often while the server still holds that connection
+        half-open; refusing the reopening GET (409, as the SDK's transport does) would
+        leave the session without notifications until the old connection times out.
+        """
+        stream = _GetStream(ender)
+        previous, self._standalone = self._standalone, stream
+        if previous is not None:
+            log.debug("MCP session %s: a new GET stream replaces the open one", self.id)
+            previous.hand_over(stream)
         try:
-            with reader:
-                yield reader
+            with stream.reader:
+                yield stream.reader
         finally:
-            if self._standalone is writer:
+            if self._standalone is stream:
                 self._standalone = None
-            writer.close()
+            stream.writer.close()
 
     @contextlib.contextmanager
     def in_use(self) -> Iterator[None]:
@@ -547,7 +578,7 @@ class Session:
     def end_stream(self) -> None:
         """End the ``GET`` stream, if one is open (its response ends cleanly)."""
         if self._standalone is not None:
-            self._standalone.close()
+            self._standalone.writer.close()
 
     async def end(self) -> None:
         """End the session: cancel its calls, fail its questions, close its stream, run its cleanup."""
@@ -559,7 +590,7 @@ class Session:
         for answer in list(self._answers.values()):
             answer.settle(ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
         if self._standalone is not None:
-            self._standalone.close()
+            self._standalone.writer.close()
         await aclose_shielded(self.connection)
 
 
@@ -814,6 +845,9 @@ class StreamableEndpoint:
         if not (has_json and has_sse):
             await _refuse(send, 406, "Not Acceptable: Client must accept both application/json and text/event-stream")
             return
+        if not _is_json(request.headers.get("content-type")):
+            await _refuse(send, 415, "Unsupported Media Type: Content-Type must be application/json")
+            return
         body = await request.body()
         try:
             raw = json.loads(body.decode())  # strict UTF-8: no byte-order mark, as the SDK's transport reads it
@@ -897,25 +931,25 @@ class StreamableEndpoint:
         if not has_sse:
             await _refuse(send, 406, "Not Acceptable: Client must accept text/event-stream")
             return
-        if session.has_standalone_stream:
-            await _refuse(send, 409, "Conflict: Only one SSE stream is allowed per session")
-            return
-        with session.in_use(), session.standalone_stream() as reader:
+        replaced = anyio.CancelScope()  # cancelled when a newer GET of the session takes over
+        with session.in_use(), session.standalone_stream(replaced) as reader:
             headers = [*_SSE_HEADERS, (_SESSION_HEADER_BYTES, session.id.encode())]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            async with anyio.create_task_group() as group:
-                group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
-                while True:
-                    with anyio.move_on_after(KEEPALIVE_SECONDS) as quiet:
-                        try:
-                            chunk = _event(await reader.receive())
-                        except anyio.EndOfStream:
-                            break
-                    if quiet.cancelled_caught:
-                        chunk = b": ping\r\n\r\n"
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                group.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
+            with replaced:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+                    while True:
+                        with anyio.move_on_after(KEEPALIVE_SECONDS) as quiet:
+                            try:
+                                chunk = _event(await reader.receive())
+                            except anyio.EndOfStream:
+                                break
+                        if quiet.cancelled_caught:
+                            chunk = b": ping\r\n\r\n"
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    group.cancel_scope.cancel()
+            # bounded: a half-open connection may never drain what is still queued for it
+            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -930,6 +964,19 @@ def _is_listen(body: bytes) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(decoded, dict) and decoded.get("method") == "subscriptions/listen"
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a 2025 POST's ``Content-Type`` is ``application/json`` (parameters allowed, any case).
+
+    The SDK's security check only asks for the prefix (so ``application/json-rpc``
+    passes it, and a non-JSON prefix is its 400); its transport then answers 415 to
+    anything but ``application/json``, as here. A media type is case-insensitive and
+    one per header (RFC 9110 8.3), so ``Application/JSON`` is accepted and a list is not.
+    """
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 async def _no_response(message: Message) -> None:

@@ -60,7 +60,9 @@ def current_host() -> Host:
 def script_answers(answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
     """Answer the notebook's input requests from a mapping or callable, for unattended runs.
 
-    ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to forms.
+    ``script_answers({"confirm": True})``; ``script_answers(None)`` goes back to the default
+    (``FUSION_NB_ANSWERS`` in an unattended run, else forms). Each scripted answer still
+    shows its form in the notebook, filled in and marked "answered by script".
     """
     current_host().script_answers(answers)
 

@@ -3,9 +3,11 @@
 Calling it from a cell runs the tool on the kernel loop (the host shows the call's
 live view in that cell, as for every call a cell starts), asks for input with the
 notebook's channel, and returns the response value (or raises ``ToolError``, shown
-as one line). A handler crash re-raises the original exception with the traceback
-cut to the tool cell's own lines. An interrupted call is cancelled, its cleanup gets
-to finish (bounded), and the cell ends with one line saying so.
+as one line; a call ended by its Stop button, or by a person dismissing its question,
+ends the cell with one plain line as an interrupt does). A handler crash re-raises
+the original exception with the traceback cut to the tool cell's own lines. An
+interrupted call is cancelled, its cleanup gets to finish (bounded), and the cell ends
+with one line saying so.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..engine import BoundTool, Call
+from ..engine import CANCELLED, BoundTool, Call
 from ..widgets import crash_of, describe_tool
 
 #: the file names under which tool cells' bodies are compiled (see magics)
@@ -49,6 +51,8 @@ class CellTool:
         crash = crash_of(result)
         if isinstance(crash, Exception):
             raise crash.with_traceback(_tool_cell_frames(crash.__traceback__))
+        if result.error is not None and call.status == "cancelled" and result.error.code == CANCELLED:
+            raise self._host.quiet(result.error, await self._host.stopped_line(call))
         if result.error is not None:
             raise self._host.quiet(result.error)
         return result.unwrap()

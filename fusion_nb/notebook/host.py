@@ -1,8 +1,9 @@
 """The kernel-side host: one per IPython shell, created by ``%load_ext fusion_nb``.
 
-It owns the app the magics register into, the notebook's input channel, the
-interrupt wiring, the MCP server started by ``%fusion serve`` and the traffic log
-``%fusion inspect`` shows.
+It owns the app the magics register into, the notebook's input channel (inline
+forms; a text prompt in terminal IPython, see ``terminal``), the interrupt wiring,
+the MCP server started by ``%fusion serve`` (on a thread of its own in a terminal)
+and the traffic log ``%fusion inspect`` shows.
 
 One rule for calls started from a cell: every call started while a cell runs, from
 that cell (``await tool()``, ``await app.call(...)``, ``tool.start()``,
@@ -32,12 +33,14 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ToolCard, WidgetInputChannel, has_widget_frontend, show_call
+from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import App, Call, CallResult, InputRequest, ScriptedAnswers, Tool
+from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool
 from .cell_compiler import python_name
+from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
+from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
 
 log = logging.getLogger("fusion_nb")
@@ -64,6 +67,7 @@ class Host:
         self.app = app
         self.server: Any = None
         self.panel: Any = None  # the activity panel shown by %fusion serve and %fusion status
+        self._undo_log: Callable[[], None] = _nothing  # the compact error lines while the panel shows errors
         self.interrupts: IdleInterrupts | None = None
         self.wake_signal: int | None = None
         self.kernel = getattr(shell, "kernel", None)
@@ -71,9 +75,12 @@ class Host:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None  # terminal IPython between cells: no loop to wire
-        self.notebook_channel = WidgetInputChannel()  # inline forms; fails fast without a frontend
+        # inline forms (failing fast without a frontend); a text prompt in terminal IPython
+        self.notebook_channel: InputChannel = TerminalInputChannel() if _is_terminal(shell) else WidgetInputChannel()
         scripted = os.environ.get(ANSWERS_ENV)
-        self.script_answers(json.loads(scripted) if scripted else None)
+        #: what ``script_answers(None)`` goes back to: the environment's answers, else forms
+        self.default_answers: Mapping[str, Any] | None = json.loads(scripted) if scripted else None
+        self.script_answers(None)
         # -- the running cell ----------------------------------------------------------
         self.cell_running = False
         self.cell_parent: str | None = None
@@ -100,10 +107,21 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
+        # typing into a form while its cell awaits: every keystroke must reach the kernel
+        self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
-        """Answer input requests from a mapping or callable (``None``: ask in the notebook)."""
-        self.app.input_channel = ScriptedAnswers(answers) if answers is not None else self.notebook_channel
+        """Answer input requests from a mapping or callable.
+
+        ``None`` goes back to the default: ``FUSION_NB_ANSWERS`` when the environment
+        sets it (an unattended run), else the notebook's forms.
+        """
+        if answers is None:
+            answers = self.default_answers
+        # scripted answers still leave their (answered) forms in the notebook: see ShownScriptedAnswers
+        self.app.input_channel = (
+            ShownScriptedAnswers(ScriptedAnswers(answers)) if answers is not None else self.notebook_channel
+        )
 
     def binding_name(self, tool: Tool) -> str:
         """The notebook name a tool is bound to (``report.generate`` -> ``report_generate``)."""
@@ -210,11 +228,25 @@ class Host:
             cleaned = False
         self.interrupted.append(Interrupted(call.tool.name if call.tool else "?", cleaned))
 
-    def quiet(self, error: BaseException) -> BaseException:
-        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's)."""
-        line = self._one_line(type(error).__name__, str(error))
-        error._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]
+    def quiet(self, error: BaseException, line: str | None = None) -> BaseException:
+        """An error fusion-nb raises for a cell, shown as one line (its frames are ours, not the person's).
+
+        ``line`` replaces the error's own text (a Stop reads like an interrupt, not like a failure).
+        """
+        shown = line if line is not None else self._one_line(type(error).__name__, str(error))
+        error._render_traceback_ = lambda: [shown]  # type: ignore[attr-defined]
         return error
+
+    async def stopped_line(self, call: Call) -> str:
+        """``Stopped: slow was stopped; its cleanup ran.`` for a call a person ended (Stop, Dismiss)."""
+        name = call.tool.name if call.tool else "?"
+        error = call.result.error if call.result is not None else None
+        if not call.signal.aborted and error is not None:  # ended by its handler: a dismissed question
+            return f"Cancelled: {error.message}"
+        with anyio.move_on_after(CLEANUP_WAIT):
+            await call.wait_stopped()
+            return f"Stopped: {name} was stopped; its cleanup ran."
+        return f"Stopped: {name} was stopped; its cleanup is still running."
 
     def _one_line(self, name: str, text: str) -> str:
         """An error line as IPython shows one: the name in red (unless colours are off), then the text."""
@@ -255,25 +287,37 @@ class Host:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
         return ToolCard(bound.tool, self.app) if has_widget_frontend() else bound
 
-    def serve(self, host: str, port: int, auth: bool) -> Any:
-        """Start serving (once); print the URL, token and client configuration."""
-        from .serve import KernelServer
+    def serve(self, host: str, port: int, auth: bool, token: str | None = None, hide_token: bool = False) -> Any:
+        """Start serving (once); print the URL, token and client configuration.
 
-        if self.kernel is None:
-            print(
-                "%fusion serve needs a Jupyter kernel, whose event loop keeps running between cells; "
-                "in a terminal serve the notebook with `fusion-nb serve notebook.ipynb` instead."
-            )
-            return None
+        ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else a new one;
+        ``hide_token`` prints ``TOKEN`` in its place.
+        """
+        from ..mcp.client_config import TOKEN_ENV
+        from .serve import KernelServer
+        from .terminal import serve_in_thread
+
         if self.server is not None and self.server.running:
             print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
             return None
-        self.server = KernelServer(self.app, host=host, port=port, auth=auth)
-        print(self.server.snippets())
+        chosen = token or os.environ.get(TOKEN_ENV) or None
+
+        def start() -> KernelServer:
+            return KernelServer(self.app, host=host, port=port, auth=auth, token=chosen)
+
+        # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
+        self.server = start() if self.kernel is not None else serve_in_thread(start)
+        print(self.server.snippets(hide_token=hide_token))
+        if self.kernel is None:
+            print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")
         if has_widget_frontend():
             from fusion_nb.widgets import ActivityPanel
 
-            self.panel = ActivityPanel(self.app)
+            from .served_log import compact_errors_while_serving
+
+            self._close_panel()  # a panel of an earlier serve lets go of the app first
+            self.panel = ActivityPanel(self.app, origin=self._origin)
+            self._undo_log = compact_errors_while_serving()
         return self.panel
 
     def stop(self) -> Any:
@@ -291,6 +335,8 @@ class Host:
         if self.panel is not None:
             self.panel.close()  # lets go of the app's call listener
             self.panel = None
+        self._undo_log()
+        self._undo_log = _nothing
 
     def inspect(self, tool: str | None) -> Any:
         """``%fusion inspect [TOOL]``: the tool definitions as a client gets them, and the live traffic log."""
@@ -328,6 +374,8 @@ class Host:
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        if self._undo_comm_status is not None:
+            self._undo_comm_status()
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)
@@ -347,6 +395,17 @@ class Host:
         self._close_panel()
         if self.inspector is not None:
             self.inspector.close()
+
+
+def _is_terminal(shell: Any) -> bool:
+    """Whether ``shell`` is terminal IPython (a person at a prompt), not a kernel or a headless shell."""
+    from IPython.terminal.interactiveshell import TerminalInteractiveShell
+
+    return isinstance(shell, TerminalInteractiveShell)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:

@@ -109,8 +109,20 @@ class FusionMagics(Magics):
     )
     @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
-    @argument("--port", type=int, default=0, help="port to bind (default: a free port)")
+    @argument("--port", type=int, default=0, help="port to bind (default: a free one, new on every serve)")
+    @argument(
+        "--token",
+        default=None,
+        help="bearer token clients must send (default: $FUSION_NB_TOKEN, else generated anew on every serve); "
+        "with --port it keeps a pasted client config working after a kernel restart",
+    )
     @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")
+    @argument(
+        "--hide-token",
+        action="store_true",
+        help="print TOKEN instead of the token (a saved or shared notebook never holds it); "
+        "fusion_nb.notebook.server().token has it",
+    )
     def fusion(self, line: str) -> Any:
         """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
         args = parse_argstring(self.fusion, line)
@@ -124,7 +136,9 @@ class FusionMagics(Magics):
                 print(describe_tool(tool))
             return None
         if args.command == "serve":
-            return self.host.serve(host=args.host, port=args.port, auth=not args.no_auth)
+            return self.host.serve(
+                host=args.host, port=args.port, auth=not args.no_auth, token=args.token, hide_token=args.hide_token
+            )
         if args.command == "stop":
             return self.host.stop()
         if args.command == "status":

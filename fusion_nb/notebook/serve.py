@@ -10,19 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from ..engine import App
-from ..mcp.http import INSPECTOR_VERSION, http_app
+from ..mcp import client_config
+from ..mcp.http import http_app
 from ..mcp.uvicorn_server import in_loop_server, listening_socket
 
 
 class KernelServer:
-    def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0, auth: bool = True) -> None:
-        self.asgi = http_app(app, host=host, auth=auth)
+    """``%fusion serve``'s server: uvicorn as a task of the running loop, its URL, token and client configs."""
+
+    def __init__(
+        self, app: App, *, host: str = "127.0.0.1", port: int = 0, auth: bool = True, token: str | None = None
+    ) -> None:
+        """Bind now (``port`` 0: a free one) and serve on the running loop; ``token`` None: generated."""
+        self.asgi = http_app(app, host=host, auth=auth, token=token if auth else None)
         self.token: str | None = self.asgi.state.token
+        self.port_fixed = port != 0
+        self.token_fixed = token is not None
         self._socket = listening_socket(host, port)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
@@ -37,6 +44,10 @@ class KernelServer:
     @property
     def running(self) -> bool:
         return not self._task.done()
+
+    async def serving(self) -> None:
+        """Wait until the server has stopped (a terminal's server thread runs its loop until then)."""
+        await self._task
 
     def stop_soon(self) -> None:
         self._uvicorn.should_exit = True
@@ -53,37 +64,21 @@ class KernelServer:
         async with connect(self.url, self.token, mode=mode, **options) as client:
             yield client
 
-    def snippets(self) -> str:
-        """Ready-to-paste client configuration."""
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        vscode = {
-            "servers": {"fusion-nb": {"type": "http", "url": self.url, **({"headers": headers} if headers else {})}}
-        }
-        # `fusion-nb connect` (the stdio bridge of fusion_nb.cli) reaches this server without Node
-        bridge = ["connect", self.url] + (["--header", f"Authorization: Bearer {self.token}"] if self.token else [])
-        claude = {"mcpServers": {"fusion-nb": {"command": "fusion-nb", "args": bridge}}}
-        # Pinned: an unpinned npx resolves to Inspector 0.15 on Node 20, which has no --header.
-        inspector = f"npx -y @modelcontextprotocol/inspector@{INSPECTOR_VERSION} --cli {self.url}"
-        inspector += " --transport http --method tools/list"
-        if self.token:
-            inspector += f' --header "Authorization: Bearer {self.token}"'
-        return "\n".join(
-            [
-                f"MCP endpoint: {self.url}",
-                f"Bearer token: {self.token}"
-                if self.token
-                else "No authentication (--no-auth): loopback development only.",
-                "",
-                "Claude Desktop (claude_desktop_config.json):",
-                json.dumps(claude, indent=2),
-                "",
-                "VS Code (.vscode/mcp.json):",
-                json.dumps(vscode, indent=2),
-                "",
-                "MCP Inspector CLI:",
-                inspector,
-            ]
+    def snippets(self, *, hide_token: bool = False) -> str:
+        """Ready-to-paste client configuration (absolute commands; see ``fusion_nb.mcp.client_config``).
+
+        It says what a restart changes: the port unless ``--port`` fixed it, the token
+        unless ``--token`` or ``FUSION_NB_TOKEN`` did. ``hide_token`` prints ``TOKEN``
+        in its place, for a notebook that will be saved or shared.
+        """
+        note = client_config.restart_note(
+            port_fixed=self.port_fixed,
+            token_fixed=self.token_fixed or self.token is None,
+            how=f"%fusion serve --port {self.port} --token <secret> (or {client_config.TOKEN_ENV} "
+            "in the environment Jupyter starts from)",
         )
+        hidden = "fusion_nb.notebook.server().token holds it" if hide_token else None
+        return client_config.http_configs(self.url, self.token, note=note, hidden=hidden)
 
     def __repr__(self) -> str:
         return f"<KernelServer {self.url} {'running' if self.running else 'stopped'}>"

@@ -15,6 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 from served import REPO, cli_env, run_cli, served
 
+sys.path.insert(0, str(REPO / "tests" / "mcp"))  # the shared loopback forwarder
+from loopback_proxy import LoopbackForwarder
+
 pytestmark = pytest.mark.anyio
 
 MODES = {"2025": "legacy", "2026": "auto"}
@@ -76,6 +79,40 @@ async def test_progress_cancellation_and_elicitation_pass_through(era, tmp_path)
         assert server.process.returncode is None  # the bridge leaving does not disturb the server
 
 
+@pytest.mark.parametrize("era", list(MODES))
+async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_a_traceback(era, tmp_path):
+    """Issue 23, item 2: a host without elicitation gets the server's ELICITATION_UNSUPPORTED (2026: not an
+    InputRequiredResult it never asked for); a 2025 host whose handler fails gets ELICITATION_FAILED, not
+    ``code 0``; the bridge writes no traceback."""
+    from mcp.client.stdio import stdio_client
+
+    async def broken(context, params):
+        raise RuntimeError("form renderer crashed")
+
+    errlog = tmp_path / "bridge.stderr"
+    async with served("service_app") as server:
+        params = bridged(server.url, server.token, era).server
+        with errlog.open("w") as stderr:
+            async with Client(stdio_client(params, errlog=stderr), mode=MODES[era]) as plain:
+                unsupported = await plain.call_tool("two.rounds", {})
+            host_transport = stdio_client(params, errlog=stderr)
+            async with Client(host_transport, mode=MODES[era], elicitation_callback=broken) as host:
+                if era == "2025":
+                    failed = await host.call_tool("two.rounds", {})
+                else:  # the 2026 host runs the rounds itself: its handler's failure stays in the host, as direct
+                    with pytest.raises(BaseExceptionGroup) as local:  # the SDK client's own task group
+                        await host.call_tool("two.rounds", {})
+                    assert local.group_contains(RuntimeError, match="form renderer crashed", depth=None)
+    assert unsupported.is_error
+    assert unsupported.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "two.rounds" needs input')
+    if era == "2025":
+        assert failed.is_error, failed
+        text = failed.content[0].text
+        assert text.startswith('[ELICITATION_FAILED] Tool "two.rounds" asked for input and the client'), text
+        assert "form renderer crashed" in text
+    assert "Traceback" not in errlog.read_text()
+
+
 async def test_a_wrong_token_is_one_sentence():
     async with served("service_app") as server:
         done = await anyio.to_thread.run_sync(lambda: run_cli("connect", server.url, "--token", "wrong", input_text=""))
@@ -121,21 +158,13 @@ async def test_a_kernels_tool_changes_reach_the_stdio_host(era, kernel):
         await kernel.run("%fusion stop")
 
 
-class CuttableProxy:
+class CuttableProxy(LoopbackForwarder):
     """A TCP forwarder on loopback whose open connections the test can cut (a network blip, a proxy's
     idle timeout) while the server behind it keeps running and new connections keep working."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
+        super().__init__(target_port)
         self.streams: list[anyio.abc.SocketStream] = []
-
-    async def serve(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        async with listener:
-            task_status.started()
-            await listener.serve(self.forward)
 
     async def forward(self, client: anyio.abc.SocketStream) -> None:
         async with client, await anyio.connect_tcp("127.0.0.1", self.target_port) as server:

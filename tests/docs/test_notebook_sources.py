@@ -34,9 +34,10 @@ def test_every_committed_notebook_is_normalised_and_holds_no_token(path):
 
 
 def test_the_check_command_fails_on_a_notebook_saved_by_jupyterlab(tmp_path):
+    """Timings (recordTiming) and widget state (saveState) are what a JupyterLab session adds: both go."""
     saved = json.loads(QUICKSTART.read_text())
     saved["cells"][1]["metadata"]["execution"] = {"iopub.execute_input": "2026-11-30T09:39:35.299491Z"}
-    saved["metadata"]["language_info"]["version"] = "3.12.1"
+    saved["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
     path = tmp_path / "01-quickstart.ipynb"
     path.write_text(json.dumps(saved, indent=1))
     check = [sys.executable, str(ROOT / "scripts" / "notebooks.py"), "check", str(path)]
@@ -46,6 +47,27 @@ def test_the_check_command_fails_on_a_notebook_saved_by_jupyterlab(tmp_path):
     assert tool.main(["normalize", str(path)]) == 0
     assert tool.problems(path) == []
     assert path.read_text() == QUICKSTART.read_text()
+
+
+def test_language_info_is_the_kernels_full_record_and_a_stored_version_is_kept():
+    """JupyterLab writes the kernel's whole language_info; rewriting its version would be a diff on every save."""
+    tool = load_notebooks_tool()
+    reduced = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"language_info": {"name": "python"}}, "cells": []}
+    info = tool.normalize(reduced)["metadata"]["language_info"]
+    assert {"name", "version", "mimetype", "codemirror_mode", "pygments_lexer", "file_extension"} <= set(info)
+    other = {**info, "version": "3.12.1"}
+    kept = tool.normalize({**reduced, "metadata": {"language_info": other}})
+    assert kept["metadata"]["language_info"] == other
+
+
+def test_numbers_are_written_as_a_browser_writes_them():
+    tool = load_notebooks_tool()
+    data = {"application/json": {"percent": 100.0, "rate": 0.5, "count": 3}, "text/plain": "x"}
+    output = {"output_type": "display_data", "metadata": {}, "data": data}
+    cell = {"cell_type": "code", "id": "c", "execution_count": 1, "metadata": {}, "source": "", "outputs": [output]}
+    normalised = tool.normalize({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]})
+    shown = normalised["cells"][0]["outputs"][0]["data"]["application/json"]
+    assert shown == {"percent": 100, "rate": 0.5, "count": 3} and isinstance(shown["percent"], int)
 
 
 def widget_notebook(token: str) -> dict:
@@ -92,12 +114,26 @@ def test_normalising_removes_tokens_everywhere_and_numbers_what_varies():
     assert cell["execution_count"] == 1 and cell["outputs"][-1]["execution_count"] == 1
     assert cell["metadata"] == {"tags": ["keep"]}
     assert cell["outputs"][0]["text"] == "Bearer token: TOKEN\n?token=TOKEN\n"
-    state = normalised["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    first, second = f"{2:032x}", f"{1:032x}"
-    assert state[first]["state"]["value"] == "Bearer TOKEN"
-    assert state[second]["state"]["children"] == [f"IPY_MODEL_{first}"]
-    assert cell["outputs"][-1]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] == second
+    assert "widgets" not in normalised["metadata"], "no widget state: readers get the views' fallbacks"
+    assert cell["outputs"][-1]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] == f"{1:032x}"
     assert tool.normalize(normalised) == normalised
+
+
+def test_a_printed_config_loses_its_token_and_this_machines_path():
+    tool = load_notebooks_tool()
+    token = "Zq9VPif_8Ypv5RuGO2bIOEpX0SrhM--gibfvbZc6Yio"
+    printed = (
+        '{"mcpServers": {"fusion-nb": {"command": "/home/ada/src/fusion-nb/.venv/bin/fusion-nb",\n'
+        f'  "args": ["connect", "http://127.0.0.1:8765/mcp"], "env": {{"FUSION_NB_TOKEN": "{token}"}}}}}}}}\n'
+        '{"args": ["serve", "/home/ada/src/reports.ipynb"]}\n'
+    )
+    output = {"output_type": "stream", "name": "stdout", "text": printed}
+    cell = {"cell_type": "code", "id": "c", "execution_count": 1, "metadata": {}, "source": "", "outputs": [output]}
+    normalised = tool.normalize({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]})
+    text = normalised["cells"][0]["outputs"][0]["text"]
+    assert token not in text and '"FUSION_NB_TOKEN": "TOKEN"' in text
+    assert '"command": "/path/to/.venv/bin/fusion-nb"' in text and '"/path/to/reports.ipynb"' in text
+    assert "/home/ada" not in text
 
 
 @pytest.mark.parametrize(

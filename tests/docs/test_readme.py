@@ -33,3 +33,16 @@ def test_notebook_snippets_match_the_quickstart_notebook():
     tool_cell = next(c for c in cells if c.startswith('%%fusion_tool f.query("math.add")'))
     assert tool_cell in readme, "the README's tool cell must be the one notebook 01 runs"
     assert "await math_add(a=40)" in cells
+
+
+def test_every_picture_the_readme_shows_is_committed():
+    """The README's pictures come from the browser test (docs/images holds copies of its screenshots)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    pictures = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", readme)
+    assert "docs/images/inline-form.png" in pictures
+    for picture in pictures:
+        if not picture.startswith("http"):
+            assert (ROOT / picture).is_file(), picture
+            assert (ROOT / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{picture} is not a PNG"

@@ -62,11 +62,23 @@ CASES = [
 
 
 async def warm_thread_pool(threads: int = 3) -> None:
-    """Start enough pool threads that the test's own bodies need no new ones (pool threads idle on)."""
+    """Start enough worker threads that the test's own bodies need no new ones (idle workers live on).
+
+    Sync bodies run on the engine's process-wide workers, so a throwaway app's
+    concurrent sync calls warm the same threads the app under test will use; the
+    backend's own pool (trio's thread cache, which the loop may use for itself) is
+    warmed too.
+    """
     barrier = threading.Barrier(threads)
     async with anyio.create_task_group() as group:
         for _ in range(threads):
             group.start_soon(anyio.to_thread.run_sync, barrier.wait, 5)
+    barrier = threading.Barrier(threads)
+    warmer = Fusion("warm-up")
+    warmer.f.action("wait").handle(lambda input, ctx: barrier.wait(5))
+    calls = [warmer.start("wait", {}) for _ in range(threads)]
+    for call in calls:
+        assert not (await call.wait()).is_error
 
 
 @pytest.fixture

@@ -348,3 +348,53 @@ async def test_a_nested_inline_call_sees_only_its_own_answers(app):
     result = await app.call("outer", answers={"confirm": True}, inline=True)
     assert result.value == (True, None)
     assert read_input("confirm") is None, "nothing leaks into the caller"
+
+
+# -- a person's "no" ends the question ----------------------------------------------------
+
+
+@pytest.fixture
+def naive_refund(app):
+    """The trap issue 21 found: a handler that only asks while ``read_input`` is ``None``."""
+    entries = []
+
+    @app.f.mutation("billing.naive_refund").with_string("id", "Invoice ID").interactive().handle
+    async def naive_refund(input, ctx):
+        entries.append(input_response("confirm").action)
+        approved = read_input("confirm")
+        if approved is None:
+            return require_input.elicit(f"Refund {input.id}?", {"confirm": ask.boolean("Approve the refund")})
+        return "refunded" if approved else "not approved"
+
+    return entries
+
+
+@pytest.mark.parametrize(
+    ("action", "code", "status", "words"),
+    [("decline", "DECLINED", "failed", "declined"), ("cancel", CANCELLED, "cancelled", "dismissed")],
+)
+async def test_asking_again_after_a_decline_or_dismissal_ends_the_call(app, naive_refund, action, code, status, words):
+    asked = []
+    call = app.start("billing.naive_refund", {"id": "inv-7"}, answers=lambda r: asked.append(r) or action)
+    result = await call.wait()
+    assert result.error.code == code and call.status == status
+    ending = (
+        ", so the call ends without asking again." if action == "decline" else " without answering, so the call ends."
+    )
+    assert result.error.message == f"Tool \"billing.naive_refund\": the person {words} 'Refund inv-7?'{ending}"
+    assert len(asked) == 1, "the form is shown once, not again after the person's answer"
+    assert naive_refund == ["missing", action], "the handler ran once more and could have handled it"
+
+
+async def test_a_different_question_after_a_decline_is_asked(app):
+    @app.f.action("plan").handle
+    async def plan(input, ctx):
+        if input_response("pro").action == "missing":
+            return require_input.elicit("Go pro?", {"pro": ask.boolean("Upgrade")})
+        if read_input("pro") is None and read_input("reason") is None:
+            return require_input.elicit("Why not?", {"reason": ask.string("Reason")})
+        return read_input("reason")
+
+    answers = {"Go pro?": "decline", "Why not?": {"reason": "too dear"}}
+    result = await app.call("plan", answers=lambda request: answers[request.message])
+    assert result.value == "too dear"

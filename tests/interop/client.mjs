@@ -7,21 +7,13 @@
 // in versionNegotiation mode 'auto' (2026-07-28 against fusion-nb). The Python test
 // (test_interop.py) asserts on the observations; this script only drives and records.
 
+import { deadline, load } from './sdk.mjs';
+
 const [sdk, transportKind, ...target] = process.argv.slice(2);
-setTimeout(() => {
-  console.error('interop client: gave up after 120 s');
-  process.exit(3);
-}, 120_000).unref();
+deadline('interop client');
 
 const v1 = sdk === 'v1';
-const lib = v1
-  ? {
-      ...(await import('@modelcontextprotocol/sdk/client/index.js')),
-      ...(await import('@modelcontextprotocol/sdk/client/streamableHttp.js')),
-      ...(await import('@modelcontextprotocol/sdk/client/stdio.js')),
-      ...(await import('@modelcontextprotocol/sdk/types.js')),
-    }
-  : { ...(await import('@modelcontextprotocol/client')), ...(await import('@modelcontextprotocol/client/stdio')) };
+const lib = await load(sdk);
 
 function makeTransport(token) {
   if (transportKind === 'http') {

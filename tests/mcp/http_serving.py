@@ -64,12 +64,19 @@ async def serve(app: Fusion | None = None, probe: Probe | None = None, **options
     """Serve ``app`` (the test app by default) on a free loopback port until the block ends."""
     if app is None:
         app, probe = make_app("mcp-http-test")
-    asgi = http_app(app, **options)
+    async with serve_asgi(http_app(app, **options), app, probe) as served:
+        yield served
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi(asgi: Any, app: Fusion, probe: Probe | None = None) -> AsyncIterator[Served]:
+    """Serve any ASGI app for ``app`` (``http_app``'s, or the SDK's own) on a free loopback port."""
     sock = listening_socket()
     port = sock.getsockname()[1]
     server = in_loop_server(asgi)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    served = Served(f"http://127.0.0.1:{port}/mcp", asgi.state.token, app, probe or Probe(), asgi)
+    token = getattr(asgi.state, "token", None)
+    served = Served(f"http://127.0.0.1:{port}/mcp", token, app, probe or Probe(), asgi)
 
     async def stop() -> None:
         server.should_exit = True

@@ -9,6 +9,7 @@ from fusion_mcp_testapp import make_app
 from mcp import Client, types
 
 from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.elicitation import declared_modes
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +81,22 @@ async def test_url_mode(era):
     assert seen[0].url == "https://accounts.example.com/consent"
     declined = await call(era, "connect", {}, {"Approve access": "decline"})
     assert declined.content[0].text == "not connected (decline)"
+
+
+@pytest.mark.parametrize(
+    ("elicitation", "modes"),
+    [
+        (None, set()),
+        ({}, {"form"}),  # the shape from before modes existed: form only (the spec, and the SDK's resolver)
+        ({"form": {}}, {"form"}),
+        ({"url": {}}, {"url"}),
+        ({"form": {}, "url": {}}, {"form", "url"}),
+    ],
+)
+def test_the_declared_elicitation_modes(elicitation, modes):
+    capabilities = types.ClientCapabilities.model_validate({} if elicitation is None else {"elicitation": elicitation})
+    assert declared_modes(capabilities) == modes
+    assert declared_modes(None) == set()
 
 
 async def test_an_invalid_answer_from_a_protocol_client_is_refused(era):
@@ -181,3 +198,22 @@ async def test_a_client_handler_returning_an_error_is_elicitation_failed():
         result = await client.call_tool("billing.refund", {"id": "inv-7"})
     assert result.is_error and result.content[0].text.startswith("[ELICITATION_FAILED]")
     assert "The user closed the window." in result.content[0].text
+
+
+@pytest.mark.parametrize(("answer", "code"), [("decline", "DECLINED"), ("cancel", "CANCELLED")])
+async def test_a_declined_question_is_not_asked_again(era, answer, code):
+    """The engine's rule reaches clients of both eras: asking again for a refused key ends the call."""
+    from fusion_nb import Fusion, ask, read_input, require_input
+
+    app = Fusion("naive")
+
+    @app.f.mutation("naive.refund").interactive().handle
+    async def naive_refund(input, ctx):
+        if read_input("confirm") is None:  # the trap: a decline leaves it None too
+            return require_input.elicit("Refund?", {"confirm": ask.boolean("Approve the refund")})
+        return "refunded"
+
+    seen = []
+    result = await call(era, "naive.refund", {}, {"Refund?": answer}, seen, app=app)
+    assert result.is_error and result.content[0].text.startswith(f'[{code}] Tool "naive.refund": the person')
+    assert len(seen) == 1, "the client was asked once"

@@ -270,25 +270,46 @@ async def test_delete_ends_the_session(served, http):
 
 
 async def test_the_standalone_stream_carries_tool_list_changes(served, http):
-    """The GET stream is the only route for spontaneous notifications; one per session."""
+    """The GET stream is the only route for spontaneous notifications; one per session, the newest.
+
+    A second GET replaces the first, whose response ends cleanly (the SDK's transport answers it
+    409 instead, so a client whose old stream is half-open is locked out: issue 23, item 4).
+    """
     session = await session_headers(served, http)
-    async with http.stream("GET", served.url, headers={**session, "Accept": "text/event-stream"}) as stream:
-        assert stream.status_code == 200
-        assert stream.headers["content-type"].startswith("text/event-stream")
-        second = await http.get(served.url, headers={**session, "Accept": "text/event-stream"})
-        assert_error(second, 409, -32600)
+    get = {**session, "Accept": "text/event-stream"}
+    async with http.stream("GET", served.url, headers=get) as first:
+        assert first.status_code == 200
+        assert first.headers["content-type"].startswith("text/event-stream")
+        async with http.stream("GET", served.url, headers=get) as stream:
+            assert stream.status_code == 200 and stream.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+            with anyio.fail_after(WAIT):
+                assert [message async for message in stream_messages(first)] == []  # ended, without an error
 
-        async def late(input, ctx):
-            return "late"
+            async def late(input, ctx):
+                return "late"
 
-        served.app.f.action("late").describe("Added after the stream opened.").handle(late)
-        with anyio.fail_after(WAIT):
-            async for message in stream_messages(stream):
-                if message.get("method") == "notifications/tools/list_changed":
-                    break
+            served.app.f.action("late").describe("Added after the stream opened.").handle(late)
+            with anyio.fail_after(WAIT):
+                async for message in stream_messages(stream):
+                    if message.get("method") == "notifications/tools/list_changed":
+                        break
     assert "id" not in message
     listed = await http.post(served.url, json=request("tools/list"), headers=session)
     assert "late" in {tool["name"] for tool in answer(listed)["result"]["tools"]}
+
+
+async def test_a_replaced_stream_hands_its_unsent_messages_to_the_new_one(served, http):
+    """What was queued for the old stream and not yet sent goes out on the replacing one; the old one is ended."""
+    session = await session_headers(served, http)
+    live = served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"])
+    old_end, new_end = anyio.CancelScope(), anyio.CancelScope()
+    with live.standalone_stream(old_end):
+        await live.notify("notifications/tools/list_changed", None)  # queued: no response loop reads it here
+        with live.standalone_stream(new_end) as reader:
+            assert old_end.cancel_called and not new_end.cancel_called
+            assert json.loads(reader.receive_nowait())["method"] == "notifications/tools/list_changed"
+            assert live.has_standalone_stream
+        assert live.has_standalone_stream is False
 
 
 async def test_get_without_sse_in_accept_is_406(served, http):
@@ -323,6 +344,27 @@ async def test_a_body_that_is_not_json_content_is_refused(served, http, era):
     assert wrong_type.status_code == 400
     assert_error(unparsable, 400, -32700)
     assert answer(unparsable)["id"] is None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 200),
+        ("application/json; charset=utf-8", 200),
+        ("Application/JSON ; charset=UTF-8", 200),  # a media type is case-insensitive (RFC 9110)
+        ("application/json-rpc", 415),  # passes the SDK's prefix check; its transport answers 415 (issue 23)
+        ("application/jsonx", 415),
+        ("application/json, text/plain", 415),  # one media type per Content-Type
+    ],
+)
+async def test_a_2025_post_needs_application_json_with_any_parameters(served, http, content_type, status):
+    """What the spec allows is served; another JSON-looking type gets the SDK transport's 415 with a JSON-RPC error."""
+    headers = {**await session_headers(served, http), "Content-Type": content_type}
+    response = await http.post(served.url, content=json.dumps(request("ping")), headers=headers)
+    if status == 200:
+        assert response.status_code == 200 and answer(response)["result"] == {}
+    else:
+        assert_error(response, 415, -32600)
 
 
 @pytest.mark.parametrize(
@@ -682,3 +724,37 @@ async def test_a_modern_input_round_is_answered_by_reposting_with_the_sealed_sta
     assert final["id"] == 13
     assert final["result"]["resultType"] == "complete"
     assert final["result"]["content"][0]["text"] == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "elicitation", "asked_mode"),
+    [
+        pytest.param("connect", {"form": {}}, None, id="url-tool-form-client"),
+        pytest.param("connect", {}, None, id="url-tool-bare-client-means-form"),
+        pytest.param("billing.refund", {"url": {}}, None, id="form-tool-url-client"),
+        pytest.param("connect", {"url": {}}, "url", id="url-tool-url-client"),
+        pytest.param("billing.refund", {}, "form", id="form-tool-bare-client"),
+        pytest.param("billing.refund", {"form": {}, "url": {}}, "form", id="form-tool-both"),
+    ],
+)
+async def test_a_modern_input_request_is_only_in_a_mode_the_client_declared(
+    served, http, tool, elicitation, asked_mode
+):
+    """The spec: servers MUST NOT send elicitation in a mode the client did not declare; a bare ``{}`` is form.
+
+    Without a fitting mode the tool fails at once with the same ``ELICITATION_UNSUPPORTED`` a 2025
+    client gets (issue 23: a form-only client was sent a URL-mode input request).
+    """
+    meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": elicitation}}
+    arguments = {"id": "inv-1"} if tool == "billing.refund" else {}
+    body = modern_request("tools/call", 1, meta, name=tool, arguments=arguments)
+    result = answer(await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool)))[
+        "result"
+    ]
+    if asked_mode is None:
+        assert result["resultType"] == "complete" and result["isError"] is True, result
+        assert result["content"][0]["text"].startswith(f'[ELICITATION_UNSUPPORTED] Tool "{tool}" needs input')
+    else:
+        assert result["resultType"] == "input_required", result
+        (asked,) = result["inputRequests"].values()
+        assert asked["params"].get("mode", "form") == asked_mode

@@ -37,7 +37,11 @@ async def test_scripted_answers_for_unattended_runs(kernel):
         "print(await billing_refund(id='inv-8'))"
     )
     assert cell.stdout.strip() == "declined"
-    assert kernel.find_widgets("ButtonModel", description="Submit") == []
+    # the form a person would have seen is still there, answered and marked as scripted
+    outcomes = [s["value"] for s in kernel.widgets.values() if "answered by script" in str(s.get("value", ""))]
+    assert len(outcomes) == 1 and "Submitted" in outcomes[0], outcomes
+    (submit,) = kernel.find_widgets("ButtonModel", description="Submit")
+    assert kernel.widgets[submit]["disabled"] is True, "nothing left to click"
 
 
 async def test_without_a_widget_frontend_input_fails_fast(kernel):
@@ -47,3 +51,57 @@ async def test_without_a_widget_frontend_input_fails_fast(kernel):
         "import os\nos.environ['FUSION_NB_WIDGETS'] = '0'\nawait billing_refund(id='inv-9')", ok=False
     )
     assert cell.error["ename"] == "ToolError" and "ELICITATION_UNSUPPORTED" in cell.error["evalue"]
+
+
+NAIVE = '''%%fusion_tool f.action("onboard")
+"""The trap: asks while read_input is None (a decline leaves it None too)."""
+name = read_input("name")
+if name is None:
+    return require_input.elicit("Who is joining?", {"name": ask.string("Full name")})
+return f"welcome, {name}"
+'''
+
+
+async def form_buttons(kernel):
+    return await kernel.wait_until(
+        lambda: (
+            {
+                label: kernel.find_widgets("ButtonModel", description=label)[0]
+                for label in ("Submit", "Decline", "Dismiss")
+                if kernel.find_widgets("ButtonModel", description=label)
+            }
+            if kernel.find_widgets("ButtonModel", description="Dismiss")
+            else None
+        ),
+        what="the form",
+    )
+
+
+@pytest.mark.parametrize(
+    ("button", "line"),
+    [
+        ("Decline", "ToolError: [DECLINED] Tool \"onboard\": the person declined 'Who is joining?'"),
+        ("Dismiss", "Cancelled: Tool \"onboard\": the person dismissed 'Who is joining?' without answering"),
+    ],
+)
+async def test_a_person_saying_no_ends_the_question_in_the_notebook(kernel, button, line):
+    await kernel.run("%load_ext fusion_nb\n%colors nocolor")
+    await kernel.run(NAIVE)
+    cell = kernel.submit("await onboard()")
+    buttons = await form_buttons(kernel)
+    kernel.click(buttons[button])
+    await kernel.finished(cell)
+    assert cell.status == "error"
+    assert cell.error["traceback"][0].startswith(line), cell.error["traceback"]
+    assert len(kernel.find_widgets("ButtonModel", description="Submit")) == 1, "the form came back"
+
+
+async def test_stop_ends_the_cell_with_one_plain_line_like_an_interrupt(kernel):
+    await kernel.run("%load_ext fusion_nb\nimport anyio")
+    await kernel.run('%%fusion_tool slow\ntry:\n    await anyio.sleep(3600)\nfinally:\n    print("cleaned")')
+    cell = kernel.submit("await slow()")
+    (stop,) = await kernel.wait_until(lambda: kernel.find_widgets("ButtonModel", description="Stop"), what="Stop")
+    kernel.click(stop)
+    await kernel.finished(cell)
+    assert cell.error["traceback"] == ["Stopped: slow was stopped; its cleanup ran."], cell.error
+    assert "Recovery" not in "".join(cell.error["traceback"])

@@ -6,6 +6,7 @@ import re
 import anyio
 import httpx
 import pytest
+from desktop_host import VSCODE, entry_of, host_client
 from kernel_harness import serve_shout
 from mcp import types
 
@@ -51,7 +52,8 @@ async def test_serve_prints_config_and_serves_both_eras(kernel):
     assert any("shout (client) ← notifications/progress" in line and "50% half" in line for line in lines), lines
     assert any(re.search(r"shout \(client\) ← result \+\d+ ms", line) for line in lines), lines
     status = await kernel.run("%fusion status")
-    assert f"serving at {url}" in status.stdout and "<ActivityPanel fusion-nb" in status.texts()[-1]
+    assert f"serving at {url}" in status.stdout
+    assert status.texts()[-1].startswith("fusion-nb: 2 calls in the last minute, 0 failed"), status.texts()
     listeners = await kernel.run("import fusion_nb\nprint(len(fusion_nb.default_app._call_listeners))")
     await kernel.run("%fusion stop")
     after = await kernel.run("print(len(fusion_nb.default_app._call_listeners))")
@@ -107,4 +109,59 @@ async def test_the_interrupt_button_still_works_while_serving(kernel):
     await kernel.run("await asyncio.sleep(0.5)")  # a server told to exit would be gone by now
     async with connect(url, token, "legacy") as client:
         assert (await client.call_tool("shout", {"text": "still here"})).content[0].text == "STILL HERE"
+    await kernel.run("%fusion stop")
+
+
+WAIT_FOR_PORT = """
+import asyncio, socket
+for _ in range(400):
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", {port}))
+            break
+        except OSError:
+            pass
+    await asyncio.sleep(0.05)
+"""
+
+
+async def test_the_printed_configs_work_as_pasted_into_a_desktop_host(kernel):
+    """Claude Desktop's entry launched as a host does (empty environment, cwd /), VS Code's by its URL and headers."""
+    served, url, token = await serve_shout(kernel)
+    assert "A restart (or serving again) changes the port and the token" in served.stdout
+    assert "%fusion serve --port" in served.stdout and "FUSION_NB_TOKEN" in served.stdout
+    claude = entry_of(served.stdout)
+    assert claude["args"] == ["connect", url] and claude["env"] == {"FUSION_NB_TOKEN": token}
+    vscode = entry_of(served.stdout, VSCODE)
+    assert vscode == {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    for entry in (claude, vscode):
+        for mode in ("legacy", "auto"):
+            async with host_client(entry, mode) as client:
+                assert (await client.call_tool("shout", {"text": "pasted"})).content[0].text == "PASTED"
+    await kernel.run("%fusion stop")
+
+
+async def test_a_fixed_port_and_token_and_a_hidden_token(kernel):
+    """``--port`` with ``--token`` (or ``FUSION_NB_TOKEN``) survive a restart; ``--hide-token`` prints TOKEN."""
+    await serve_shout(kernel)
+    await kernel.run("%fusion stop")
+    port = await kernel.run("import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0))\nprint(s.getsockname()[1])")
+    port = int(port.stdout)
+    await kernel.run("s.close()\nimport os\nos.environ['FUSION_NB_TOKEN'] = 'chosen-token-0123456789'")
+    fixed = await kernel.run(f"%fusion serve --port {port} --hide-token")
+    assert "Port and token are fixed" in fixed.stdout and "chosen-token" not in fixed.stdout
+    assert "Bearer token: TOKEN (hidden" in fixed.stdout
+    claude = entry_of(fixed.stdout)
+    assert claude["env"] == {"FUSION_NB_TOKEN": "TOKEN"} and claude["args"] == [
+        "connect",
+        f"http://127.0.0.1:{port}/mcp",
+    ]
+    claude["env"] = {"FUSION_NB_TOKEN": "chosen-token-0123456789"}  # what the person pastes in
+    async with host_client(claude) as client:
+        assert (await client.call_tool("shout", {"text": "fixed"})).content[0].text == "FIXED"
+    await kernel.run("%fusion stop")
+    await kernel.run(WAIT_FOR_PORT.format(port=port))  # %fusion stop lets uvicorn close its socket on its next tick
+    again = await kernel.run(f"%fusion serve --port {port} --token other-token-0123456789")
+    assert "Bearer token: other-token-0123456789" in again.stdout
     await kernel.run("%fusion stop")

@@ -1,4 +1,4 @@
-"""Terminal IPython, for real (a pty running ``ipython``): Ctrl-C, the one-line text view, ``%fusion serve``."""
+"""Terminal IPython, for real (a pty running ``ipython``): Ctrl-C, the text view, text prompts, ``%fusion serve``."""
 
 import re
 import sys
@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from desktop_host import entry_of, host_client
+
+from fusion_nb.mcp import connect
 
 pytestmark = pytest.mark.kernel
 
@@ -72,11 +75,71 @@ def test_the_text_view_rewrites_one_line_on_a_tty(ipython):
     assert "steps: ✔ done 100%" in view and "'walked'" in shown
 
 
-def test_serve_refuses_in_one_sentence(ipython):
+REFUND = (
+    "get_ipython().run_cell_magic('fusion_tool', 'refund', "
+    '\'if input_response("confirm").action == "missing":\\n'
+    '    return require_input.elicit("Refund 12.50 to ACME?", {"confirm": ask.boolean("Approve the refund"), '
+    '"seats": ask.integer("Seats").min(1).max(50).default(1)})\\n'
+    'answer = input_response("confirm")\\n'
+    'return f"{answer.action} {answer.content}"\')'
+)
+APPROVE = r"Approve the refund \[y/n\]: "
+SEATS = r"Seats \(1 to 50\) \[1\]: "
+
+
+def test_a_tool_that_asks_gets_a_text_prompt_answered_by_typing(ipython):
     run(ipython, "%load_ext fusion_nb")
-    shown = run(ipython, "%fusion serve").strip()
-    assert shown.endswith(
-        "%fusion serve needs a Jupyter kernel, whose event loop keeps running between cells; "
-        "in a terminal serve the notebook with `fusion-nb serve notebook.ipynb` instead."
-    ), shown
-    assert "Error" not in shown
+    run(ipython, REFUND)
+    ipython.sendline("await refund()")
+    ipython.expect("refund asks: Refund 12.50 to ACME?")
+    ipython.expect(APPROVE)
+    ipython.sendline("y")
+    ipython.expect(SEATS)
+    ipython.sendline("99")  # out of bounds: said so, and asked again
+    ipython.expect(r'"Seats" expected at most 50, got 99')
+    ipython.expect(SEATS)
+    ipython.sendline("3")
+    ipython.expect(PROMPT)
+    assert "Out[" in ipython.before and "accept {'confirm': True, 'seats': 3}" in ipython.before, ipython.before
+    assert "ELICITATION_UNSUPPORTED" not in ipython.before
+    ipython.sendline("await refund()")
+    ipython.expect(APPROVE)
+    ipython.sendline("!decline")
+    ipython.expect(PROMPT)
+    assert "'decline None'" in ipython.before, ipython.before
+    ipython.sendline("await refund()")
+    ipython.expect(APPROVE)
+    ipython.sendeof()  # Ctrl-D dismisses
+    ipython.expect(PROMPT)
+    assert "(dismissed)" in ipython.before and "'cancel None'" in ipython.before, ipython.before
+
+
+def test_ctrl_c_at_a_prompt_cancels_the_call_and_the_next_line_goes_to_ipython(ipython):
+    """The reader thread stops with the call: it must not eat what is typed at IPython's prompt next."""
+    run(ipython, "%load_ext fusion_nb")
+    run(ipython, REFUND)
+    ipython.sendline("await refund()")
+    ipython.expect(APPROVE)
+    ipython.sendintr()
+    ipython.expect(PROMPT)
+    assert "KeyboardInterrupt: refund was interrupted" in ipython.before, ipython.before
+    assert "alive 42" in run(ipython, "print('alive', 6 * 7)")
+    assert "alive 43" in run(ipython, "print('alive', 6 * 7 + 1)")
+
+
+@pytest.mark.anyio
+async def test_fusion_serve_works_from_terminal_ipython(ipython):
+    """No kernel loop runs between a terminal's cells: the server has its own thread, and serves while idle."""
+    run(ipython, "%load_ext fusion_nb")
+    run(ipython, STEPS)
+    shown = run(ipython, "%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", shown).group(1)
+    token = re.search(r"Bearer token: (\S+)", shown).group(1)
+    assert "%fusion stop ends it" in shown and "needs a Jupyter kernel" not in shown, shown
+    async with connect(url, token) as client:  # the prompt is idle: nothing of IPython's runs
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["steps"]
+        assert (await client.call_tool("steps", {})).content[0].text == "walked"
+    async with host_client(entry_of(shown)) as client:  # the Claude Desktop entry, as pasted
+        assert (await client.call_tool("steps", {})).content[0].text == "walked"
+    assert "'walked'" in run(ipython, "await steps()"), "cells still call tools while serving"
+    assert "Stopped serving" in run(ipython, "%fusion stop")

@@ -67,11 +67,12 @@ FIELDS = {
 async def test_form_shows_inline_validation_and_answers_once_valid():
     form = ElicitationForm(require_input.elicit("Sign up", FIELDS))
     assert form.inputs["age"].widget.value == 30, "defaults are filled"
-    assert type(form.inputs["age"].widget).__name__ == "BoundedIntText"
+    assert type(form.inputs["age"].widget).__name__ == "IntText", "bounds are checked, never clamped"
     assert type(form.inputs["plan"].widget).__name__ == "Dropdown"
     form.submit_button.click()
     assert not form.answered
     assert "required" in form.inputs["name"].error.value and "required" in form.inputs["plan"].error.value
+    assert "&quot;Your name&quot; is required" in form.inputs["name"].error.value, "named by its label"
     assert form.inputs["age"].error.value == ""
     form.inputs["name"].widget.value = "Ann"
     assert form.inputs["name"].error.value == "", "a fixed field clears its message at once"
@@ -94,6 +95,49 @@ async def test_a_required_number_without_default_starts_blank_and_must_be_answer
     seats.widget.value = "3"
     form.submit_button.click()
     assert form.response.content == {"seats": 3}
+
+
+async def test_a_number_out_of_bounds_says_so_as_typed_instead_of_being_clamped():
+    form = ElicitationForm(require_input.elicit("Seats", {"seats": ask.integer("Seats").min(1).max(50).default(2)}))
+    seats = form.inputs["seats"]
+    assert seats.label == "Seats (1 to 50)"
+    seats.widget.value = 99
+    assert seats.widget.value == 99, "kept as typed"
+    assert "&quot;Seats&quot; expected at most 50, got 99" in seats.error.value, "said at once, by its label"
+    form.submit_button.click()
+    assert not form.answered
+    seats.widget.value = 50
+    assert seats.error.value == ""
+    form.submit_button.click()
+    assert form.response.content == {"seats": 50}
+
+
+async def test_an_example_description_is_a_placeholder_not_a_label():
+    form = ElicitationForm(require_input.elicit("Which?", {"quarter": ask.string("e.g. 2026Q3")}))
+    quarter = form.inputs["quarter"]
+    assert quarter.widget.description == "quarter" and quarter.widget.placeholder == "e.g. 2026Q3"
+    form.submit_button.click()
+    assert "&quot;quarter&quot; is required" in quarter.error.value
+
+
+async def test_enter_in_a_text_box_submits_the_form_once_the_last_key_arrived():
+    form = ElicitationForm(require_input.elicit("Who?", {"name": ask.string("Full name")}))
+    name = form.inputs["name"].widget
+    name.value = "Grace Hopper"
+    name._handle_custom_msg({"event": "submit"}, [])  # what the browser sends on Enter
+    assert not form.answered, "Enter waits a moment for a keystroke still in the browser's throttle"
+    name.value = "Grace Hopper!"
+    with anyio.fail_after(5):
+        response = await form.answer()
+    assert response.content == {"name": "Grace Hopper!"}
+
+
+async def test_decline_and_dismiss_say_what_they_do():
+    form = ElicitationForm(require_input.elicit("Refund?", {"confirm": ask.boolean("Approve")}))
+    assert "Decline answers no" in form.hint.value and "Dismiss leaves without an answer" in form.hint.value
+    assert form.decline_button.tooltip != form.dismiss_button.tooltip
+    form.decline_button.click()
+    assert form.hint.value == "" and "Declined" in form.outcome.value
 
 
 async def test_form_shows_problems_of_a_reask():
@@ -232,8 +276,9 @@ async def test_cancel_button_aborts_the_call(app, stuck):
     assert result is not None and result.error.code == "CANCELLED" and call.status == "cancelled"
     assert "cancelled" in view.status_line.value and view.bar.value == 40.0
     assert view.bar.style.bar_color == LOOKS["cancelled"].color != LOOKS["running"].color, "a stopped bar is not blue"
-    assert "CANCELLED" in view.status_line.value and view.stop_button.layout.display == "none"
-    assert repr(view).startswith("<CallView stuck: ■ cancelled  40% · ") and "CANCELLED" in repr(view)
+    # the row says cancelled once: the error's sentence would only repeat it (and cut the last message)
+    assert "CANCELLED:" not in view.status_line.value and view.stop_button.layout.display == "none"
+    assert repr(view).startswith("<CallView stuck: ■ cancelled  40% · ") and "CANCELLED" not in repr(view)
     await stuck.cleaned.wait()
 
 
@@ -291,7 +336,7 @@ async def test_nothing_stays_attached_to_a_settled_call(app, stuck):
     view = CallView(call)
     panel = ActivityPanel(app)
     await until(call, lambda c: c.progress is not None)
-    assert views_for(call.id)[0] is view and len(call._listeners) == 3  # view, panel's view, panel
+    assert views_for(call.id) == [view] and len(call._listeners) == 2  # the view and the panel (no view of its own)
     call.cancel()
     assert call._listeners == [] and views_for(call.id) == []
     assert not view.coalescer.pending and view._tick is None and not view.live
@@ -393,9 +438,27 @@ async def test_tool_card_runs_the_tool_in_the_defining_context(app):
 
     contextvars.copy_context().run(click_from_a_comm_message)
     (view,) = card.views
-    assert card.calls.children == (view,)
+    (run,) = card.calls.children
+    assert run.view is view
     result = await view.call.wait()
     assert result.value == "defining cell: hello Ada hello Ada", "blank optional 'tone' was left out"
+    # the card shows the value under the run (ipywidgets' interact prints it; a card used to lose it)
+    (shown,) = run.value.outputs
+    assert shown["data"]["text/plain"] == "'defining cell: hello Ada hello Ada'"
+
+
+async def test_a_cards_run_shows_a_failure_in_full_under_its_row(app):
+    long = "the warehouse did not answer in time, " * 4
+
+    @app.f.action("report.build_everything_for_the_quarter").handle
+    async def report(input, ctx):
+        raise ToolError("UPSTREAM_TIMEOUT", long.strip(), recovery="Try again after five minutes.")
+
+    card = ToolCard(report, app)
+    await card.run().wait()
+    (run,) = card.calls.children
+    assert run.value.outputs == (), "a failure shows no value"
+    assert long.strip() in run.view.details.value and "Try again after five minutes." in run.view.details.value
 
 
 async def test_tool_card_keeps_a_short_history(app):
@@ -408,24 +471,26 @@ async def test_tool_card_keeps_a_short_history(app):
         call = card.run()
         await call.wait()
     assert len(card.views) == 3, "two settled plus the newest"
-    assert card.calls.children == tuple(card.views)
+    assert [run.view for run in card.calls.children] == card.views
 
 
 # -- activity panel and text ------------------------------------------------------------------
 
 
 async def test_activity_panel_lists_live_calls_and_keeps_a_short_history(app, stuck):
-    @app.f.action("quick").handle
-    async def quick(input, ctx):
-        return "ok"
+    @app.f.action("broken").handle
+    async def broken(input, ctx):
+        raise ToolError("BROKEN", "it broke")
 
-    panel = ActivityPanel(app, history=2)
+    panel = ActivityPanel(app, history=2, delay=0)
     live = app.start("stuck")
     for _ in range(3):
-        await app.start("quick").wait()
-    assert list(panel.live) == [live] and len(panel.recent) == 2
+        await app.start("broken").wait()
+    with anyio.fail_after(5):
+        while live not in panel.live:
+            await anyio.sleep(0.01)
+    assert list(panel.live) == [live] and len(panel.recent) == 2, "failed calls are listed, the last two kept"
     assert repr(panel) == "<ActivityPanel widgets: 1 live, 2 recent>"
-    assert "1 live call" in panel.title.value
     panel.live[live].stop_button.click()
     assert panel.live == {} and len(panel.recent) == 2 and panel.recent[0].call is live
     panel.close()
@@ -454,14 +519,14 @@ async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
 
 
 async def test_one_form_shows_in_every_view_of_the_call(app, refund):
-    panel = ActivityPanel(app)
     call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
-    view = CallView(call)
+    first, second = CallView(call), CallView(call)
     await until(call, waiting)
-    assert panel.live[call].prompt is view.prompt is not None, "a panel's view and the cell's view share the form"
-    panel.live[call].prompt.decline_button.click()
+    assert first.prompt is second.prompt is not None, "two views of one call share the form"
+    second.prompt.decline_button.click()
     assert (await call.wait()).value == "refund declined"
-    panel.close()
+    first.close()
+    second.close()
 
 
 async def test_a_timeout_marks_the_waiting_form_timed_out(app):
@@ -548,6 +613,7 @@ async def test_a_crash_shows_its_traceback_in_the_view(app):
         and "ZeroDivisionError: no ratio" in view.details.value
     )
     assert 'raise ZeroDivisionError("no ratio")' in view.details.value.replace("&quot;", '"')
+    assert "_runner.py" not in view.details.value, "the traceback starts at the tool's own code"
 
 
 async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_answer(app):
@@ -605,6 +671,10 @@ async def test_the_inspector_follows_the_traffic_live_and_filters_by_tool(app):
     view.filter.value = ""
     assert "other (test) ← result" in view.traffic_html.value
     assert "&quot;name&quot;: &quot;other&quot;" in view.definition_html.value
+    assert "white-space:pre-wrap" in view.traffic_html.value, "long lines wrap instead of being cut"
+    text = view._repr_mimebundle_()["text/plain"]  # terminals and nbconvert read this, not the widget's repr
+    assert text.startswith("Tool definitions (as tools/list sends them):\n[") and '"name": "other"' in text
+    assert "other (test) ← result" in text and "InspectorView(" not in text
     view.close()
     log.close()
     assert log._listeners == [] and app._call_listeners == []
@@ -639,3 +709,26 @@ async def test_the_channel_finds_the_views_by_call_id_from_an_input_question(app
     assert response.action == "accept" and response.content == {"ok": True}
     call.cancel()
     await stuck.cleaned.wait()
+
+
+async def test_scripted_answers_leave_the_answered_form_in_the_calls_view(app, refund):
+    """An unattended run still shows what a person would have seen, marked as scripted."""
+    from fusion_nb.widgets import ShownScriptedAnswers
+
+    from fusion_nb.engine import ScriptedAnswers
+
+    channel = ShownScriptedAnswers(
+        ScriptedAnswers({"confirm": True, "reason": "asked twice", "amount": 20}), frontend=True
+    )
+    call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
+    view = CallView(call)
+    result = await call.wait()
+    assert result.value == "refunded 20 for asked twice"
+    (form,) = view.prompts
+    assert form.inputs["reason"].widget.value == "asked twice" and form.inputs["confirm"].widget.value is True
+    assert "Submitted" in form.outcome.value and "(answered by script)" in form.outcome.value
+    assert all(b.layout.display == "none" for b in form.buttons), "nothing left to click"
+    # a notebook stored without widget state shows the question and its answer (nbconvert, GitHub)
+    html = view._repr_mimebundle_()["text/html"]
+    assert "Refund inv-7?" in html and "asked twice" in html and "answered by script" in html
+    view.close()
