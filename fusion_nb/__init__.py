@@ -86,6 +86,11 @@ class Fusion(App):
         telemetry: bool = False,
         request_state_keys: Iterable[bytes | str] | None = None,
         request_state_ttl: float = 600.0,
+        max_sessions: int | None = 10_000,
+        session_idle_timeout: float | None = 30 * 60,
+        max_sessions_per_owner: int | None = 1_000,
+        max_listens_per_owner: int | None = 100,
+        answer_timeout: float | None = 600.0,
     ) -> Starlette:
         """The Streamable HTTP ASGI app serving this app (token, DNS-rebinding, size and time limits).
 
@@ -110,6 +115,11 @@ class Fusion(App):
             telemetry=telemetry,
             request_state_keys=request_state_keys,
             request_state_ttl=request_state_ttl,
+            max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions_per_owner=max_sessions_per_owner,
+            max_listens_per_owner=max_listens_per_owner,
+            answer_timeout=answer_timeout,
         )
 
 

@@ -20,6 +20,9 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   the ``subscriptions/listen`` stream it opened on the bridge. A lost upstream stream is
   re-opened, and the host is told the list may have changed (what happened meanwhile is
   not replayed).
+* The upstream failing under a call (its POST refused, or cut before any answer)
+  answers that call with one sentence, and the bridge's later requests too: the SDK's
+  client leaves such a request unanswered for ever and stops sending (``_watching_transport``).
 
 A host gets through the bridge what it would get direct:
 
@@ -89,6 +92,8 @@ class _Forwarded:
 
 #: the downstream request an upstream request (or an upstream elicitation) is made for
 _downstream: contextvars.ContextVar[_Forwarded] = contextvars.ContextVar("fusion_nb_connect_downstream")
+#: where the upstream POSTs of one downstream call report a failure (the SDK sends them in that call's context)
+_call_failure: contextvars.ContextVar[_Failure] = contextvars.ContextVar("fusion_nb_connect_failure")
 
 
 def add_parser(commands: Any) -> None:
@@ -142,33 +147,55 @@ async def bridge(
 
     from .. import __version__
 
-    server, relay = _bridge_server()
-    try:
-        async with (
-            httpx2.AsyncClient(
-                headers=_with_token(headers, token) or None, timeout=httpx2.Timeout(30, read=300)
-            ) as http,
-            Client(
-                _as_host(streamable_http_client(url, http_client=http)),
-                mode=upstream_mode,
-                client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
-                elicitation_callback=_forward_elicitation,
-                message_handler=relay.on_upstream_message,
-            ) as client,
-        ):
-            relay.client = client
-            async with anyio.create_task_group() as group:
-                await group.start(relay.follow_upstream)  # listening upstream before the host can list tools
-                if streams is not None:
-                    await server.run(*streams, server.create_initialization_options())
-                else:
-                    from mcp.server.stdio import stdio_server
+    server, relay = _bridge_server(url)
+    finished = anyio.Event()
 
-                    async with stdio_server() as (read_stream, write_stream):
-                        await server.run(read_stream, write_stream, server.create_initialization_options())
-                group.cancel_scope.cancel()
-    except* Exception as group:
-        raise CliError(_upstream_failure(url, _with_token(headers, token), group)) from None
+    async def upstream(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """The upstream client, for as long as the bridge runs; its failure once serving is the relay's to report."""
+        started = False
+        try:
+            async with (
+                httpx2.AsyncClient(
+                    headers=_with_token(headers, token) or None,
+                    timeout=httpx2.Timeout(30, read=300),
+                    transport=_watching_transport(relay),
+                ) as http,
+                Client(
+                    _as_host(streamable_http_client(url, http_client=http)),
+                    mode=upstream_mode,
+                    client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
+                    elicitation_callback=_forward_elicitation,
+                    message_handler=relay.on_upstream_message,
+                ) as client,
+            ):
+                relay.client = client
+                async with anyio.create_task_group() as follow:
+                    await follow.start(relay.follow_upstream)  # listening upstream before the host can list tools
+                    started = True
+                    task_status.started()
+                    await finished.wait()
+                    follow.cancel_scope.cancel()
+        except Exception as exc:
+            if not started:
+                raise
+            relay.upstream_failed(exc)  # the host keeps its session: pending and later calls get the sentence
+
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(upstream)
+            if streams is not None:
+                await server.run(*streams, server.create_initialization_options())
+            else:
+                from mcp.server.stdio import stdio_server
+
+                from ..mcp.stdio import UnicodeSafeWriter
+
+                async with stdio_server() as (read_stream, write_stream):
+                    writer = UnicodeSafeWriter(write_stream)  # an upstream's lone surrogate must not stall the host
+                    await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
+            finished.set()
+    except* Exception as failed:
+        raise CliError(_upstream_failure(url, _with_token(headers, token), failed)) from None
     return 0
 
 
@@ -183,13 +210,60 @@ class _Relay:
     #: seconds before re-opening a lost upstream listen stream: the n-th failure in a row waits the n-th (or the last)
     RELISTEN_DELAYS = (0.1, 0.5, 2.0, 5.0)
 
-    def __init__(self) -> None:
+    def __init__(self, url: str = "") -> None:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
+        self.url = url
         self.client: Any = None
         self.sessions: list[Any] = []
         self.bus = InMemorySubscriptionBus()
         self.output_schemas: dict[str, bool] = {}  # whether each listed tool declares one (error results differ)
+        self.failed: str | None = None  # once the upstream failed under a call: why, in one sentence
+        self.pending: set[_Failure] = set()  # the calls waiting for the upstream now
+
+    def upstream_failed(self, exc: BaseException) -> str:
+        """Note the upstream's failure (logged once); the sentence every pending and later call gets."""
+        if self.failed is None:
+            self.failed = (
+                f"the upstream server at {self.url} failed ({type(exc).__name__}) while a call was in flight; "
+                "its outcome is unknown; restart the bridge once the server is back"
+            )
+            log(self.failed)
+        for failure in list(self.pending):
+            failure.error = failure.error or exc
+            failure.event.set()
+        return self.failed
+
+    async def forward(self, upstream: Any) -> Any:
+        """Await ``upstream()`` (one downstream call's upstream request), or fail it when its POST failed."""
+        if self.failed is not None:
+            raise MCPError(types.INTERNAL_ERROR, self.failed)
+        failure = _Failure()
+        reset = _call_failure.set(failure)
+        self.pending.add(failure)
+        result: list[Any] = []
+        raised: list[Exception] = []  # the upstream's own error, re-raised as is (not in a task group's group)
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def run() -> None:
+                    try:
+                        result.append(await upstream())
+                    except Exception as exc:
+                        raised.append(exc)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(run)
+                await failure.event.wait()
+                group.cancel_scope.cancel()
+        finally:
+            self.pending.discard(failure)
+            _call_failure.reset(reset)
+        if raised:
+            raise raised[0]
+        if result:
+            return result[0]
+        raise MCPError(types.INTERNAL_ERROR, self.upstream_failed(failure.error or RuntimeError()))
 
     async def tools_changed(self) -> None:
         """Tell every downstream host that the tool list changed."""
@@ -253,17 +327,62 @@ class _Relay:
             task_status.started()
 
 
-def _bridge_server() -> tuple[Any, _Relay]:
+class _Failure:
+    """One downstream call's upstream failure: set by ``_Watch`` when a POST of that call failed."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.error: BaseException | None = None
+
+
+def _watching_transport(relay: _Relay) -> Any:
+    """The upstream HTTP transport of ``relay``'s client (``Watch``; httpx2 loads with the SDK, on first use)."""
+    import httpx2
+
+    class Watch(httpx2.AsyncBaseTransport):
+        """The upstream HTTP transport, reporting a POST that fails before any answer to the call that sent it.
+
+        The SDK's client sends a request's POST from a task running in the context of
+        the call that asked (``_call_failure`` is visible there). When that POST fails
+        before the response starts (connection refused or reset, the server gone), the
+        SDK's client logs it and never answers the request; this lets ``_Relay.forward``
+        answer instead. A failure later, on a streamed answer, is the SDK's to handle
+        (it resumes or reports it).
+        """
+
+        def __init__(self, relay: _Relay) -> None:
+            self.relay = relay
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            try:
+                return await self.inner.handle_async_request(request)
+            except httpx2.TransportError as exc:
+                failure = _call_failure.get(None)
+                if failure is not None and request.method == "POST":
+                    failure.error = exc
+                    failure.event.set()
+                raise
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Watch(relay)
+
+
+def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
     from mcp.server.lowlevel.server import NotificationOptions, Server
     from mcp.server.subscriptions import ListenHandler
 
-    relay = _Relay()
+    relay = _Relay(url)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         if ctx.session not in relay.sessions and ctx.session.can_send_request:
             relay.sessions.append(ctx.session)
         async with _forwarding(_Forwarded(ctx)):
-            result: types.ListToolsResult = await relay.client.list_tools(cursor=params.cursor if params else None)
+            result: types.ListToolsResult = await relay.forward(
+                lambda: relay.client.list_tools(cursor=params.cursor if params else None)
+            )
         for tool in result.tools:
             relay.output_schemas[tool.name] = tool.output_schema is not None
         return result
@@ -276,16 +395,20 @@ def _bridge_server() -> tuple[Any, _Relay]:
         async with _forwarding(forwarded):
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 # the host drives the rounds; the upstream's sealed state passes through untouched
-                return await relay.client.session.call_tool(
-                    params.name,
-                    params.arguments,
-                    progress_callback=on_progress,
-                    input_responses=params.input_responses,
-                    request_state=params.request_state,
-                    allow_input_required=True,
+                return await relay.forward(
+                    lambda: relay.client.session.call_tool(
+                        params.name,
+                        params.arguments,
+                        progress_callback=on_progress,
+                        input_responses=params.input_responses,
+                        request_state=params.request_state,
+                        allow_input_required=True,
+                    )
                 )
             try:
-                return await relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
+                return await relay.forward(
+                    lambda: relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
+                )
             except MCPError:
                 if forwarded.failure is None:
                     raise  # the upstream's own error, with its code

@@ -3,7 +3,8 @@
 stdio is the default (what desktop hosts launch). HTTP binds loopback unless told
 otherwise, requires a bearer token (``--token``, ``FUSION_NB_TOKEN`` or a generated
 one printed on stderr) and serves ``/healthz``. ``--workers N`` starts N processes
-on one listening socket sharing the token and the request-state key.
+on one listening socket sharing the token and the request-state key, and restarts
+one that dies (``_Workers``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .service import log_to_stderr
 from .source import load_source
 
 WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
+READY_FD_ENV = "FUSION_NB_READY_FD"
 
 HELP = "serve a notebook's tools over MCP (stdio or Streamable HTTP)"
 
@@ -96,6 +98,20 @@ def add_parser(commands: Any) -> None:
         metavar="SECONDS",
         help="on SIGTERM, how long calls in flight may finish before they are cancelled (default 10)",
     )
+    http.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a connection's next request headers must arrive within this; else 408 and closed (default 10)",
+    )
+    http.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections per worker; one more gets 503 (default: the descriptor limit less 128)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="copy the notebook's cell output to stderr")
     parser.set_defaults(run=run)
 
@@ -104,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
     """Validate the options, then serve until the client leaves (stdio) or a signal drains (HTTP)."""
     if args.workers < 1:
         raise CliError("--workers must be 1 or more")
+    if not args.header_timeout > 0:
+        raise CliError("--header-timeout must be a positive number of seconds")
+    if args.max_connections is not None and args.max_connections < 1:
+        raise CliError("--max-connections must be 1 or more")
     if args.transport == "stdio":
         for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
             if given:
@@ -151,9 +171,11 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
         allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
         request_state_keys=[key] if key else None,
     )
+    from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
-    service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr)
+    limits = ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections)
+    service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr, limits=limits)
     port = sock.getsockname()[1]
 
     def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
@@ -166,6 +188,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
             _print_configs(url, asgi.state.token, port_fixed=args.port != 0, token_fixed=not generated)
         else:
             log_to_stderr(f"worker {os.getpid()} ready on port {port}")
+            signal_ready()
 
     await service.serve(on_ready=announce)
     log_to_stderr(f"worker {os.getpid()} stopped" if inherited else "stopped")
@@ -214,71 +237,145 @@ def _report_startup(loaded: Any) -> None:
 
 
 def _supervise(args: argparse.Namespace, token: str) -> int:
-    """Bind once, then run ``args.workers`` copies of this command on the inherited socket.
+    """Bind once, then keep ``args.workers`` copies of this command serving on the inherited socket.
 
     SIGTERM and SIGINT are forwarded to the workers from before the first line is printed,
     so a signal at any moment stops the command with status 0: workers already serving
     drain, one still starting (no drain handler yet) just ends, having taken no request.
     """
-    children: list[subprocess.Popen[bytes]] = []
-    stopping: list[int] = []  # the signals forwarded so far
-
-    def forward(signum: int, frame: Any) -> None:
-        stopping.append(signum)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    workers = _Workers(args, token)
+    previous = {s: signal.signal(s, workers.forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _run_workers(args, token, children, stopping, forward)
+        return workers.run()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
 
-def _run_workers(
-    args: argparse.Namespace,
-    token: str,
-    children: list[subprocess.Popen[bytes]],
-    stopping: list[int],
-    forward: Callable[[int, Any], None],
-) -> int:
-    """Start the workers (unless ``stopping`` already) and wait for all of them; 1 if one failed."""
-    key = resolve_state_key(args.state_key_file, create=True) or secrets.token_urlsafe(48)
-    sock = _bind(args.host, args.port)
-    port = sock.getsockname()[1]
-    env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
-    if not args.no_auth:
-        env[TOKEN_ENV] = token
-    argv = [sys.executable, "-m", "fusion_nb", *_worker_argv(args)]
-    url = f"http://{_shown(args.host)}:{port}/mcp"
-    log_to_stderr(f"starting {args.workers} workers at {url} (health: /healthz)")
-    generated = not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV))
-    if generated:
-        log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
-    _print_configs(url, None if args.no_auth else token, port_fixed=args.port != 0, token_fixed=not generated)
-    for _ in range(args.workers if not stopping else 0):
-        started = subprocess.Popen(argv, env=env, pass_fds=[sock.fileno()], preexec_fn=_stop_with_parent)
-        children.append(started)
-        if stopping:  # a signal came while this one was being started: `forward` did not know it yet
-            started.send_signal(stopping[-1])
-    sock.close()
-    failed = False
-    running = {child.pid: child for child in children}
-    while running:
-        pid, status = os.wait()
-        child = running.pop(pid, None)
-        if child is None:
-            continue
-        child.returncode = code = os.waitstatus_to_exitcode(status)
-        if -code in stopping:
-            continue  # told to stop before it could install its drain (still starting): nothing was lost
-        if code != 0 and not failed:
-            failed = True  # one worker could not start or crashed: stop the others too
-            log_to_stderr(f"worker {pid} exited with status {code}; stopping the others")
-            forward(signal.SIGTERM, None)
-    return 1 if failed else 0
+class _Workers:
+    """The supervising master of ``--workers N``: starts the workers and restarts one that dies.
+
+    Why a master of our own rather than gunicorn or a systemd template: the workers are
+    this same command on one inherited socket, sharing a token and a key the master may
+    have generated, and the only policy needed is small: a worker that dies after it
+    served (killed, out of memory, a crash) is replaced at once, as uvicorn's and
+    gunicorn's masters do; one that dies before it was ready is a start-up failure
+    (a broken SOURCE would fail again), so the others are stopped and the command exits
+    1, as it does when more than ``MAX_RESTARTS`` restarts come within ``RESTART_WINDOW``
+    seconds. A worker tells the master it is ready by writing one byte on a pipe; the
+    master reads it only when the worker has exited (``os.wait`` is the one event it
+    waits for), so supervising costs nothing while all is well.
+    """
+
+    MAX_RESTARTS = 5
+    RESTART_WINDOW = 60.0
+
+    def __init__(self, args: argparse.Namespace, token: str) -> None:
+        self.args = args
+        self.token = token
+        self.children: dict[int, tuple[subprocess.Popen[bytes], int]] = {}  # pid -> (process, ready pipe)
+        self.stopping: list[int] = []  # the signals forwarded so far
+        self.restarts: list[float] = []
+
+    def forward(self, signum: int, frame: Any) -> None:
+        """Pass a stopping signal to every running worker (and start no new one)."""
+        self.stopping.append(signum)
+        for child, _ in list(self.children.values()):
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    def run(self) -> int:
+        """Start the workers (unless stopping already) and supervise them; 1 if one could not start."""
+        args = self.args
+        key = resolve_state_key(args.state_key_file, create=True) or secrets.token_urlsafe(48)
+        sock = _bind(args.host, args.port)
+        port = sock.getsockname()[1]
+        env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
+        if not args.no_auth:
+            env[TOKEN_ENV] = self.token
+        url = f"http://{_shown(args.host)}:{port}/mcp"
+        log_to_stderr(f"starting {args.workers} workers at {url} (health: /healthz)")
+        generated = not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV))
+        if generated:
+            log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {self.token}")
+        _print_configs(url, None if args.no_auth else self.token, port_fixed=args.port != 0, token_fixed=not generated)
+        try:
+            for _ in range(args.workers if not self.stopping else 0):
+                self._start(sock, env)
+            return self._supervise(sock, env)
+        finally:
+            sock.close()
+            for _, ready in self.children.values():
+                os.close(ready)
+
+    def _start(self, sock: socket.socket, env: dict[str, str]) -> None:
+        ready_r, ready_w = os.pipe()
+        os.set_blocking(ready_r, False)
+        argv = [sys.executable, "-m", "fusion_nb", *_worker_argv(self.args)]
+        try:
+            started = subprocess.Popen(
+                argv,
+                env={**env, READY_FD_ENV: str(ready_w)},
+                pass_fds=[sock.fileno(), ready_w],
+                preexec_fn=_stop_with_parent,
+            )
+        finally:
+            os.close(ready_w)
+        self.children[started.pid] = (started, ready_r)
+        if self.stopping:  # a signal came while this one was being started: `forward` did not know it yet
+            started.send_signal(self.stopping[-1])
+
+    def _supervise(self, sock: socket.socket, env: dict[str, str]) -> int:
+        while self.children:
+            pid, status = os.wait()
+            entry = self.children.pop(pid, None)
+            if entry is None:
+                continue
+            child, ready_pipe = entry
+            child.returncode = code = os.waitstatus_to_exitcode(status)
+            was_ready = _read_ready(ready_pipe)
+            os.close(ready_pipe)
+            if self.stopping:
+                if code != 0 and -code not in self.stopping:
+                    log_to_stderr(f"worker {pid} exited with status {code} while stopping")
+                continue
+            if not was_ready or self._too_many_restarts():
+                why = "before it was ready" if not was_ready else f"{self.MAX_RESTARTS} restarts within a minute"
+                log_to_stderr(f"worker {pid} exited with status {code} ({why}); stopping the others")
+                self.forward(signal.SIGTERM, None)
+                self._wait_all()
+                return 1
+            log_to_stderr(f"worker {pid} exited with status {code}; starting a new one")
+            self._start(sock, env)
+        return 0
+
+    def _too_many_restarts(self) -> bool:
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW] + [now]
+        return len(self.restarts) > self.MAX_RESTARTS
+
+    def _wait_all(self) -> None:
+        for child, ready in list(self.children.values()):
+            child.wait()
+            os.close(ready)
+        self.children.clear()
+
+
+def _read_ready(fd: int) -> bool:
+    """Whether the worker on the other end of this pipe wrote its ready byte before it exited."""
+    try:
+        return os.read(fd, 1) == b"1"
+    except BlockingIOError:
+        return False
+
+
+def signal_ready() -> None:
+    """In a worker: tell the supervising master this worker serves (one byte on its pipe), once."""
+    fd = os.environ.pop(READY_FD_ENV, None)
+    if fd is not None:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), b"1")
+            os.close(int(fd))
 
 
 def _stop_with_parent() -> None:
@@ -294,6 +391,9 @@ def _stop_with_parent() -> None:
 def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
     argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
+    argv += ["--header-timeout", str(args.header_timeout)]
+    if args.max_connections is not None:
+        argv += ["--max-connections", str(args.max_connections)]
     for host in args.allow_host:
         argv += ["--allow-host", host]
     if args.no_auth:

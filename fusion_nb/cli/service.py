@@ -5,8 +5,11 @@
 * ``GET /healthz`` answers ``200 ok`` (``503 draining`` once a drain began), with no
   authentication and no details, for load balancers and readiness probes. (The MCP
   app will serve its own ``/healthz`` when issue 11 lands; this one answers first.)
-* Once draining, every new request gets ``503`` with ``Retry-After`` and
-  ``Connection: close``, so a balancer retries it on another worker.
+* Once draining, the worker takes no new connection (refused at connect, so a balancer
+  retries even a POST on another worker: nothing was sent) and closes each connection
+  after its response. A request already on its way on an open connection is served, not
+  refused: a balancer may not retry a POST it has sent (it could have run), so a ``503``
+  there would reach the client.
 
 ``drain`` is what SIGTERM (and Ctrl-C) start: refuse new work, give the calls in
 flight ``drain_timeout`` seconds to finish, cancel the rest (``Fusion.aclose``: their
@@ -36,7 +39,7 @@ HEALTH_PATH = "/healthz"
 
 
 class ServiceApp:
-    """ASGI middleware: health endpoint, 503 while draining, and a count of requests in flight."""
+    """ASGI middleware: health endpoint (503 while draining) and a count of requests in flight."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -57,20 +60,31 @@ class ServiceApp:
         if scope["path"] == HEALTH_PATH:
             await _plain(send, 503 if self.draining else 200, b"draining\n" if self.draining else b"ok\n")
             return
-        if self.draining:
-            await _plain(send, 503, b"shutting down; retry on another worker\n", retry=True)
-            return
         counted = scope["method"] != "GET"  # a 2025 GET stream lives as long as its session
         if counted:
             self.in_flight += 1
             self._idle.clear()
         try:
-            await self.inner(scope, receive, send)
+            await self.inner(scope, receive, self._closing_when_draining(send))
         finally:
             if counted:
                 self.in_flight -= 1
                 if self.in_flight == 0:
                     self._idle.set()
+
+    def _closing_when_draining(self, send: Send) -> Send:
+        """``send``, adding ``Connection: close`` to a response that starts once draining.
+
+        A balancer then does not keep the connection for its next request, which the
+        draining worker would close under it ("upstream prematurely closed").
+        """
+
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            if self.draining and message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+            await send(message)
+
+        return sending
 
     async def wait_idle(self, timeout: float) -> bool:
         """Wait until no counted request is in flight; False on timeout."""
@@ -81,18 +95,28 @@ class ServiceApp:
         return True
 
 
-async def _plain(send: Send, status: int, body: bytes, *, retry: bool = False) -> None:
+async def _plain(send: Send, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-    if retry:
-        headers += [(b"retry-after", b"1"), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 class HttpService:
-    """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain."""
+    """One worker: uvicorn serving ``ServiceApp`` on ``sock`` in this loop, stopped by a drain.
 
-    def __init__(self, app: App, asgi: Any, sock: Any, *, drain_timeout: float, log: Callable[[str], None]) -> None:
+    ``limits`` (a ``ConnectionLimits``; ``None``: the defaults) bound its connections.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        asgi: Any,
+        sock: Any,
+        *,
+        drain_timeout: float,
+        log: Callable[[str], None],
+        limits: Any = None,
+    ) -> None:
         self.app = app
         self.service = ServiceApp(asgi)
         self.sock = sock
@@ -105,6 +129,7 @@ class HttpService:
             before_drain=streams_ender(asgi),
             timeout_graceful_shutdown=2,
             access_log=False,
+            limits=limits,
         )
         self._drain_task: asyncio.Task[None] | None = None
 
@@ -135,12 +160,15 @@ class HttpService:
             self.uvicorn.should_exit = True
             return
         name = signal.Signals(signum).name if signum is not None else "request"
+        self.service.draining = True
+        self.uvicorn.stop_accepting()  # before the line below: whoever reads it finds the port closed
         self.log(f"{name}: draining ({len(self.app.active_calls)} call(s) in flight, up to {self.drain_timeout:g} s)")
         self._drain_task = asyncio.get_running_loop().create_task(self.drain(), name="fusion-nb drain")
 
     async def drain(self) -> None:
-        """Refuse new requests, let calls finish up to ``drain_timeout``, cancel the rest, stop."""
+        """Take no new connection, let calls finish up to ``drain_timeout``, cancel the rest, stop."""
         self.service.draining = True
+        self.uvicorn.stop_accepting()  # (idempotent; begin_drain did it already when a signal started this)
         deadline = time.monotonic() + self.drain_timeout
         while self.app.active_calls and time.monotonic() < deadline:
             await anyio.sleep(0.02)
@@ -167,7 +195,7 @@ def _announcing_server(asgi: Any, **config: Any) -> Any:
                 self.on_started()
 
     plain = in_loop_server(asgi, **config)  # the package's defaults for an in-loop server
-    return AnnouncingServer(plain.config, plain.before_drain)
+    return AnnouncingServer(plain.config, plain.before_drain, plain.connections)
 
 
 def log_to_stderr(message: str) -> None:

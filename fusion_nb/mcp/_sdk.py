@@ -29,6 +29,17 @@ SDK_SERIES = "mcp 2.3"
 _MISSING = object()
 
 
+def connection_of(session: ServerSession) -> object:
+    """The connection ``session`` speaks for: the same object for every request and notification of it.
+
+    The SDK builds a fresh ``ServerSession`` per message, so the session object itself
+    cannot tell two messages of one connection apart from two connections. Falls back
+    to ``session`` when this SDK keeps no connection there.
+    """
+    connection = getattr(session, "_connection", None)
+    return session if connection is None else connection
+
+
 def on_connection_close(session: ServerSession, callback: Callable[[], object]) -> bool:
     """Run ``callback`` when the connection ``session`` belongs to closes.
 

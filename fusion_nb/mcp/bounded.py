@@ -8,7 +8,7 @@ SDK still sees a disconnect and cancels a 2026 call whose POST was aborted):
   one INFO log line, instead of the SDK's ``ClientDisconnect`` traceback at ERROR;
 * the body is not complete within ``body_timeout`` seconds (a client that promised
   a body and stalls, or trickles it): ``408 Request Timeout`` and one INFO line, and
-  the connection is free again. On asyncio one periodic sweep per loop checks the
+  the connection is closed (the rest of that body is never read). On asyncio one periodic sweep per loop checks the
   deadlines (see ``_Watch``), so the 408 comes at most a quarter of the timeout
   (and at most a second) after it.
 
@@ -69,7 +69,7 @@ class BoundedRequests:
             method, path = scope["method"], scope["path"]
             log.info("%s %s: request body not complete after %gs; 408", method, path, self.body_timeout)
             if not exchange.started:
-                await _respond(send, 408, _TIMEOUT_BODY, "application/json")
+                await _respond(send, 408, _TIMEOUT_BODY, "application/json", close=True)
         elif exchange.ending == "gone":
             log.info("%s %s: client disconnected before sending its whole request", scope["method"], scope["path"])
 
@@ -246,7 +246,14 @@ class _AnyioExchange(_Exchange):
         return {"type": "http.disconnect"}
 
 
-async def _respond(send: Send, status: int, body: bytes, content_type: str) -> None:
+async def _respond(send: Send, status: int, body: bytes, content_type: str, *, close: bool = False) -> None:
+    """A complete small response; ``close``: the connection ends after it (uvicorn honours ``connection: close``).
+
+    A 408 closes: the rest of the stalled body may still arrive, and a client that
+    keeps trickling it must not keep the connection.
+    """
     headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

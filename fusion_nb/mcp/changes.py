@@ -24,7 +24,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 
 from ..engine import spawn
-from ._sdk import on_connection_close
+from ._sdk import connection_of, on_connection_close
 
 log = logging.getLogger("fusion_nb")
 
@@ -65,14 +65,25 @@ class ToolsChangedNotifier:
     def __init__(self) -> None:
         self.bus = ToolsChangedBus()
         self.listen_handler = ListenHandler(self.bus)
-        self._sessions: set[ServerSession] = set()
+        self._sessions: dict[object, ServerSession] = {}  # one per connection (see ``connection_of``)
         self._scheduled = False
 
+    def __len__(self) -> int:
+        """How many 2025-era connections get ``tools/list_changed`` (one each, however often they said so)."""
+        return len(self._sessions)
+
     async def on_initialized(self, ctx: Any, params: Any) -> None:
-        """``notifications/initialized`` handler: remember the connection until it closes."""
+        """``notifications/initialized`` handler: remember the connection until it closes.
+
+        Keyed by connection: a client repeating ``initialized`` (20,000 times: +174 MB, and
+        every tool change sent 20,000 times, before) adds nothing after the first.
+        """
         session: ServerSession = ctx.session
-        self._sessions.add(session)
-        on_connection_close(session, lambda: self._sessions.discard(session))
+        key = connection_of(session)
+        if key in self._sessions:
+            return
+        self._sessions[key] = session
+        on_connection_close(session, lambda: self._sessions.pop(key, None))
 
     def changed(self) -> None:
         """Registry listener: publish to listen streams now, to sessions from a detached task."""
@@ -88,9 +99,9 @@ class ToolsChangedNotifier:
 
     async def _broadcast(self) -> None:
         self._scheduled = False
-        for session in list(self._sessions):
+        for key, session in list(self._sessions.items()):
             try:
                 await session.send_tool_list_changed()
             except Exception:
                 log.debug("dropping a closed MCP session from tools/list_changed", exc_info=True)
-                self._sessions.discard(session)
+                self._sessions.pop(key, None)

@@ -202,6 +202,9 @@ def http_app(
     request_state_ttl: float = 600.0,
     max_sessions: int | None = 10_000,
     session_idle_timeout: float | None = 30 * 60,
+    max_sessions_per_owner: int | None = 1_000,
+    max_listens_per_owner: int | None = 100,
+    answer_timeout: float | None = 600.0,
 ) -> Starlette:
     """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
 
@@ -219,8 +222,13 @@ def http_app(
     ``stateless=True`` makes 2025-era sessions per-request (2026 is always
     per-request). At most ``max_sessions`` 2025-era sessions are open at once (503
     beyond); one with nothing in flight for ``session_idle_timeout`` seconds ends
-    (``None``: no limit). Each call builds a fresh server: the SDK's session manager
-    runs once per app.
+    (``None``: no limit). One credential holds at most ``max_sessions_per_owner`` of
+    them and ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams, so one
+    token cannot lock the others out; beyond a limit the answer is 503 with
+    ``Retry-After``. A 2025 question to the client (an elicitation) waits at most
+    ``answer_timeout`` seconds for its answer, and its call is cancelled when the POST
+    that carried it disconnects. Each call builds a fresh server: the SDK's session
+    manager runs once per app.
 
     The default mode is served by ``StreamableEndpoint`` (each request in its POST's
     own task, on the SDK's protocol kernel); ``json_response`` and ``stateless``
@@ -257,7 +265,14 @@ def http_app(
     )
     if not json_response and not stateless:
         endpoint = StreamableEndpoint(
-            server, _mcp_route(asgi, path).app, security, max_sessions=max_sessions, idle_timeout=session_idle_timeout
+            server,
+            _mcp_route(asgi, path).app,
+            security,
+            max_sessions=max_sessions,
+            idle_timeout=session_idle_timeout,
+            max_sessions_per_owner=max_sessions_per_owner,
+            max_listens_per_owner=max_listens_per_owner,
+            answer_timeout=answer_timeout,
         )
         _serve_lean(asgi, path, endpoint, max_body_bytes)
     if auth:
@@ -317,18 +332,20 @@ async def connect(
     *,
     mode: str = "auto",
     headers: Mapping[str, str] | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:
     """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
 
     ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
     2026-07-28; ``headers`` are sent with every request (the token's ``Authorization``
-    wins); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
+    wins); ``transport`` replaces the HTTP client's (``fusion-nb connect`` watches
+    for a failed upstream there); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
     client has the SDK's own defaults (30 s, 300 s reads for long streams).
     """
     headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), transport=transport) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
     ):
         yield client

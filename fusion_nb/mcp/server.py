@@ -9,6 +9,7 @@ cancellation lands in ``call.wait()``, which aborts the engine call and re-raise
 from __future__ import annotations
 
 import contextvars
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .elicitation import (
     resumption,
     state_boundary,
 )
+from .limits import OncePerInterval
 from .progress import ProgressPump, wants_progress
 
 if TYPE_CHECKING:
@@ -203,6 +205,7 @@ def mcp_server(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )
 
+    _quiet_malformed_notifications()
     server = FusionServer(
         app.name,
         version=app.version,
@@ -241,3 +244,14 @@ def _listen_weakly(app: App, server: FusionServer, *callbacks: Any) -> None:
 
     subscription.append(app.on_tools_changed(listener))
     weakref.finalize(server, subscription[0])
+
+
+#: the SDK's runner logs a WARNING per notification with malformed params, which a client can send at will
+_MALFORMED = OncePerInterval("dropped %r: malformed params")
+
+
+def _quiet_malformed_notifications() -> None:
+    """One such WARNING per 10 s on the SDK's runner logger (installed once per process)."""
+    runner_log = logging.getLogger("mcp.server.runner")
+    if _MALFORMED not in runner_log.filters:
+        runner_log.addFilter(_MALFORMED)

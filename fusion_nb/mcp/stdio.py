@@ -12,6 +12,10 @@ and ends quietly however the client leaves:
   non-blocking pipe, not from a worker thread blocked in ``read()``, so nothing
   waits for the client to close stdin as well.
 
+A message holding a lone surrogate (a client may send ``"\\ud800"``, a tool may echo it)
+cannot be written as UTF-8: the SDK's writer would fail and the call go unanswered. Such
+a message goes out with U+FFFD in the surrogate's place (``UnicodeSafeWriter``).
+
 Run with ``python -u`` (or log to stderr): stray block-buffered prints would
 otherwise be flushed onto the wire when the server exits.
 """
@@ -108,6 +112,52 @@ def _claimed_stdin() -> Iterator[PipeLines | None]:
         os.close(null)
 
 
+class UnicodeSafeWriter:
+    """The write stream of ``stdio_server``, replacing lone surrogates (U+FFFD) in a message UTF-8 cannot carry.
+
+    Only a message that fails to serialize is rebuilt: the check is the SDK's own
+    ``model_dump_json``, once more per message written (a few µs on a stdio call).
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    async def send(self, item: Any) -> None:
+        """Send ``item`` (a ``SessionMessage``), made writable first if need be."""
+        try:
+            item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        except ValueError:  # pydantic's serialization error for a surrogate (a ValueError)
+            item = _replaced_surrogates(item)
+        await self.stream.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    async def __aenter__(self) -> UnicodeSafeWriter:
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self.stream.__aexit__(*exc_info)
+
+
+def _replaced_surrogates(item: Any) -> Any:
+    """``item`` with every lone surrogate in its message's strings replaced by U+FFFD."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        if isinstance(value, dict):
+            return {clean(key): clean(inner) for key, inner in value.items()}
+        if isinstance(value, list):
+            return [clean(inner) for inner in value]
+        return value
+
+    message = item.message
+    data = clean(message.model_dump(by_alias=True, exclude_unset=True))
+    return type(item)(type(message).model_validate(data), metadata=getattr(item, "metadata", None))
+
+
 def _is_gone(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
@@ -122,7 +172,8 @@ async def serve_stdio(app: App, **options: Any) -> None:
     try:
         with _claimed_stdin() as stdin:
             async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                writer = UnicodeSafeWriter(write_stream)
+                await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
     except BaseExceptionGroup as group:
         gone, rest = group.split(_is_gone)
         if rest is not None:

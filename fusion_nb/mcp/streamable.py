@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import math
 import re
+import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from functools import partial
@@ -86,6 +86,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import spawn
+from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -103,6 +104,12 @@ KEEPALIVE_SECONDS = 15.0
 """A call (or ``GET`` stream) silent this long gets a comment line, and then again every so often,
 so that a proxy's idle-read timeout does not cut it (the SDK's transport does the same)."""
 _ASK_CANCEL_WRITE_TIMEOUT = 1.0
+ANSWER_TIMEOUT = 600.0
+"""How long a 2025 session's server-to-client request (an elicitation) waits for the client's answer.
+
+Without a deadline an abandoned question never ends: its call holds its slots (a
+mutation's serializer: every other client's calls of that tool queue behind it) and
+its session is never idle. Ten minutes leave a person time to answer a form."""
 _FINAL_WRITE_TIMEOUT = 5.0
 REQUEST_CANCELLED = -32800
 """The 2025 wire's answer to a request the client (or the session's end) cancelled."""
@@ -170,6 +177,7 @@ async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconn
             await _disconnected(receive)
             if cancel_on_disconnect is not None:
                 cancel_on_disconnect.cancel()
+            exchange.disconnected()
             return
         await exchange.keepalive()
 
@@ -234,6 +242,9 @@ class PostExchange:
         self._answered = False
         self._lock: anyio.Lock | None = None
         self._cancel_requested: anyio.Event | None = None
+        self.gone = False  # the client's POST (this response's stream) has disconnected
+        self.cancel_call: Callable[[], None] | None = None  # set by the 2025 endpoint: ends the call
+        self._asking = 0
 
     @property
     def can_send_request(self) -> bool:
@@ -270,9 +281,24 @@ class PostExchange:
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> dict[str, Any]:
         """Ask the client (2025 sessions only) on this POST's stream; its answer arrives by another POST."""
-        if not self.can_send_request or self._session is None:
+        if not self.can_send_request or self._session is None or self.gone:
             raise NoBackChannelError(method)
-        return await self._session.ask(self.emit, method, params, opts)
+        self._asking += 1
+        try:
+            return await self._session.ask(self.emit, method, params, opts)
+        finally:
+            self._asking -= 1
+
+    def disconnected(self) -> None:
+        """The client's POST is gone: a question on its stream can never be seen, so a call asking one ends.
+
+        A 2025 call otherwise runs on after its client leaves (that era's rule); one
+        that waits for an answer only the vanished stream could have prompted would
+        wait for ever, holding its slots.
+        """
+        self.gone = True
+        if self._asking and self.cancel_call is not None:
+            self.cancel_call()
 
     async def emit(self, payload: bytes) -> None:
         """Write one event, committing the response to an event stream first if needed."""
@@ -412,9 +438,12 @@ class Session:
     server-initiated messages go to the ``GET`` stream when one is open.
     """
 
-    def __init__(self, server: Server[Any], lifespan_state: Any, owner: object) -> None:
+    def __init__(
+        self, server: Server[Any], lifespan_state: Any, owner: object, answer_timeout: float | None = ANSWER_TIMEOUT
+    ) -> None:
         self.id = uuid.uuid4().hex
         self.owner = owner
+        self.answer_timeout = answer_timeout
         self.connection = Connection.for_loop(self, session_id=self.id)
         self.runner: ServerRunner[Any] = ServerRunner(server, self.connection, lifespan_state)
         self.calls: dict[RequestId, tuple[anyio.CancelScope, PostExchange]] = {}
@@ -422,7 +451,6 @@ class Session:
         self.idle_since = anyio.current_time()
         self.ended = False
         self._answers: dict[RequestId, _Answer] = {}
-        self._ids = itertools.count(1)
         self._standalone: _GetStream | None = None
 
     # -- the connection's standalone channel (Outbound)
@@ -459,13 +487,19 @@ class Session:
         params: Mapping[str, Any] | None,
         opts: CallOptions | None,
     ) -> dict[str, Any]:
-        """Send a request to the client with ``emit`` and wait for the answer a later POST brings."""
+        """Send a request to the client with ``emit`` and wait for the answer a later POST brings.
+
+        Its id is a random string, matched exactly: a client cannot answer another
+        call's question by guessing its id (they were 1, 2, 3 ... per session, and
+        ``"3"`` matched ``3``). The wait ends after ``opts["timeout"]`` or the
+        session's ``answer_timeout``.
+        """
         if self.ended:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        request_id = next(self._ids)
+        request_id = secrets.token_urlsafe(12)
         answer = self._answers[request_id] = _Answer()
         body = dict(params) if params is not None else None
-        timeout = (opts or {}).get("timeout")
+        timeout = (opts or {}).get("timeout", self.answer_timeout)
         try:
             await emit(_dump(JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=body)))
             with anyio.fail_after(timeout if timeout is not None else math.inf):
@@ -488,7 +522,7 @@ class Session:
 
     def answered(self, message: JSONRPCResponse | JSONRPCError) -> None:
         """A client's answer POST: wake the call waiting for it (late or unknown answers are dropped)."""
-        answer = _lookup(self._answers, message.id)
+        answer = self._answers.get(message.id) if isinstance(message.id, str) else None
         if answer is None:
             log.debug("dropped an answer to unknown or settled request %r", message.id)
             return
@@ -563,12 +597,23 @@ class Session:
 class Sessions:
     """The live 2025-11-25 sessions of one endpoint: bounded in number, ended when idle."""
 
-    def __init__(self, server: Server[Any], *, max_sessions: int | None, idle_timeout: float | None) -> None:
+    def __init__(
+        self,
+        server: Server[Any],
+        *,
+        max_sessions: int | None,
+        idle_timeout: float | None,
+        max_per_owner: int | None = None,
+        answer_timeout: float | None = ANSWER_TIMEOUT,
+    ) -> None:
         self.server = server
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
+        self.answer_timeout = answer_timeout
+        self.quota = OwnerQuota("sessions", per_owner=max_per_owner, total=max_sessions)
         self.lifespan_state: Any = None
         self._live: dict[str, Session] = {}
+        self._swept_log = RateLimitedLog(log)
 
     def __len__(self) -> int:
         return len(self._live)
@@ -576,12 +621,14 @@ class Sessions:
     def get(self, session_id: str) -> Session | None:
         return self._live.get(session_id)
 
-    def open(self, owner: object) -> Session | None:
-        """A new session for ``owner``, or ``None`` at the session limit."""
-        if self.max_sessions is not None and len(self._live) >= self.max_sessions:
-            return None
-        session = Session(self.server, self.lifespan_state, owner)
+    def open(self, owner: object) -> Session | str:
+        """A new session for ``owner``, or why not (the session limit, or ``owner``'s quota)."""
+        refusal = self.quota.refusal(owner)
+        if refusal is not None:
+            return refusal
+        session = Session(self.server, self.lifespan_state, owner, self.answer_timeout)
         self._live[session.id] = session
+        self.quota.take(owner)
         return session
 
     def end_streams(self) -> None:
@@ -591,7 +638,8 @@ class Sessions:
 
     async def end(self, session: Session) -> None:
         """Forget ``session`` (its id answers 404 from now on) and end it."""
-        self._live.pop(session.id, None)
+        if self._live.pop(session.id, None) is not None:
+            self.quota.release(session.owner)
         await session.end()
 
     @contextlib.asynccontextmanager
@@ -616,7 +664,7 @@ class Sessions:
             horizon = anyio.current_time() - idle_timeout
             for session in list(self._live.values()):
                 if session.busy == 0 and session.idle_since <= horizon:
-                    log.info("MCP session %s ended after %g s idle", session.id, idle_timeout)
+                    self._swept_log.log(logging.INFO, "an MCP session ended after %g s idle", idle_timeout)
                     await self.end(session)
 
 
@@ -631,12 +679,24 @@ class StreamableEndpoint:
         *,
         max_sessions: int | None = 10_000,
         idle_timeout: float | None = 30 * 60,
+        max_sessions_per_owner: int | None = None,
+        max_listens_per_owner: int | None = None,
+        answer_timeout: float | None = ANSWER_TIMEOUT,
     ) -> None:
         self.server = server
         self.fallback = fallback
         self.security = TransportSecurityMiddleware(security)
-        self.sessions = Sessions(server, max_sessions=max_sessions, idle_timeout=idle_timeout)
+        self.sessions = Sessions(
+            server,
+            max_sessions=max_sessions,
+            idle_timeout=idle_timeout,
+            max_per_owner=max_sessions_per_owner,
+            answer_timeout=answer_timeout,
+        )
+        # below the SDK's own 1,024 (an INTERNAL_ERROR without Retry-After), so this 503 comes first
+        self.listens = OwnerQuota("listen streams", per_owner=max_listens_per_owner, total=_MAX_LISTENS)
         self._header_maps: dict[str, tuple[object, bool]] = {}
+        self._refusals = RateLimitedLog(log)
 
     def end_streams(self) -> None:
         """End the sessions' ``GET`` streams (a stopping server calls this before it drains)."""
@@ -663,7 +723,10 @@ class StreamableEndpoint:
         body = await request.body()
         route = self._modern_route(request, body)
         if route is None:  # the SDK's entry refuses it (or streams it: subscriptions/listen)
-            await self.fallback(scope, _replaying(body, receive), send)
+            if _LISTEN in body and _is_listen(body):
+                await self._listen(scope, body, receive, send)
+            else:
+                await self.fallback(scope, _replaying(body, receive), send)
             return
         message, connection = route
         exchange = PostExchange(send, request, message.id, message.params, session=None, modern=True)
@@ -678,6 +741,20 @@ class StreamableEndpoint:
             await aclose_shielded(connection)
         if not exchange.closed:
             log.debug("MCP client disconnected during %s (id %r); the call was cancelled", message.method, message.id)
+
+    async def _listen(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """A ``subscriptions/listen`` stream, served by the SDK's entry within its owner's quota (503 beyond)."""
+        owner = _owner(scope)
+        refusal = self.listens.refusal(owner)
+        if refusal is not None:
+            self._refusals.log(logging.WARNING, "refused a listen stream: %s", refusal)
+            await _refuse(send, 503, refusal, INTERNAL_ERROR, retry_after=RETRY_AFTER)
+            return
+        self.listens.take(owner)
+        try:
+            await self.fallback(scope, _replaying(body, receive), send)
+        finally:
+            self.listens.release(owner)
 
     def _modern_route(self, request: Request, body: bytes) -> tuple[JSONRPCRequest, Connection] | None:
         """The request and its connection when it passes the SDK's ladder, else ``None``."""
@@ -739,7 +816,7 @@ class StreamableEndpoint:
             session = self.sessions.get(session_id)
             if session is None or session.owner != owner:
                 if session is not None:
-                    log.warning("refused session %s: another credential opened it", session_id[:64])
+                    self._refusals.log(logging.WARNING, "refused a session's request: another credential opened it")
                 await _refuse(send, 404, "Session not found")
                 return
         method = scope["method"]
@@ -787,13 +864,18 @@ class StreamableEndpoint:
                 INVALID_PARAMS,
             )
             return
+        if isinstance(message, JSONRPCNotification) and isinstance(raw, dict) and "id" in raw:
+            # an id that is neither string nor number: a request the validator took for a notification
+            await _refuse(send, 400, "Invalid Request: a request id must be a string or a number.")
+            return
         opening = isinstance(message, JSONRPCRequest) and message.method == "initialize" and session is None
         if opening:
-            session = self.sessions.open(owner)
-            if session is None:
-                log.warning("refused a new MCP session: %d are open", len(self.sessions))
-                await _refuse(send, 503, "Too many open sessions", INTERNAL_ERROR)
+            opened = self.sessions.open(owner)
+            if isinstance(opened, str):
+                self._refusals.log(logging.WARNING, "refused a new MCP session: %s", opened)
+                await _refuse(send, 503, opened, INTERNAL_ERROR, retry_after=RETRY_AFTER)
                 return
+            session = opened
         if session is None:
             await _refuse(send, 400, "Bad Request: Missing session ID")
             return
@@ -815,6 +897,7 @@ class StreamableEndpoint:
         """
         scope = anyio.CancelScope()
         session.calls[message.id] = (scope, exchange)
+        exchange.cancel_call = scope.cancel
         answered = False
         stop_supervising = _supervising(exchange, receive, None)
         try:
@@ -868,6 +951,19 @@ class StreamableEndpoint:
             # bounded: a half-open connection may never drain what is still queued for it
             with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_LISTEN = b"subscriptions/listen"
+_MAX_LISTENS = 1000
+
+
+def _is_listen(body: bytes) -> bool:
+    """Whether ``body`` is one ``subscriptions/listen`` request (checked only when its bytes name the method)."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(decoded, dict) and decoded.get("method") == "subscriptions/listen"
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -8,16 +8,26 @@ runs), which makes it this module's job to get TCP right: asyncio turns on
 ``TCP_NODELAY`` only for sockets whose protocol is ``IPPROTO_TCP``, and a socket
 created as plain ``SOCK_STREAM`` reports protocol 0. Without ``TCP_NODELAY`` every
 small response waits for the client's delayed ACK (~40 ms per call on Linux).
+
+Every server made here enforces ``ConnectionLimits`` (``_uvicorn.py``): capped request
+heads, a deadline on reading them, idle connections closed, a connection cap, and
+asyncio's accept errors logged once per 10 s: a stranger without a token can neither
+grow a worker's memory nor hold its descriptors.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from ._uvicorn import ConnectionLimits, Connections, guarded_protocol, quiet_logs
+
+__all__ = ["DRAIN_SECONDS", "ConnectionLimits", "InLoopServer", "in_loop_server", "listening_socket", "streams_ender"]
 
 
 class InLoopServer(uvicorn.Server):
@@ -28,20 +38,51 @@ class InLoopServer(uvicorn.Server):
     finish and would otherwise hold the stop for the whole drain.
     """
 
-    def __init__(self, config: uvicorn.Config, before_drain: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        before_drain: Callable[[], None] | None = None,
+        connections: Connections | None = None,
+    ) -> None:
         super().__init__(config)
         self.before_drain = before_drain
+        self.connections = connections
+        self._restore_exception_handler: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         """Leave the host's signal handlers alone (the kernel's interrupt button keeps working)."""
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, with the loop's accept errors logged once per 10 s (restored at shutdown)."""
+        self._restore_exception_handler = quiet_logs(asyncio.get_running_loop())
+        await super().startup(sockets=sockets)
+
+    def stop_accepting(self) -> None:
+        """Take no new connection and let none outlive its response: a drain has begun.
+
+        Behind a balancer this is what keeps a drain from refusing calls: its next request
+        finds the port closed (connection refused), which nginx may retry on another
+        worker even for a POST, because nothing was sent; a ``503`` to a POST it may not
+        retry (that request could have run). The listening socket closes in this process
+        only; other workers sharing it keep accepting.
+        """
+        for server in getattr(self, "servers", ()):  # set by uvicorn's startup
+            server.close()
+        if self.connections is not None:
+            self.connections.close_idle()
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop: first ``before_drain``, then uvicorn's drain (``DRAIN_SECONDS``) and lifespan end."""
         if self.before_drain is not None:
             self.before_drain()
-        await super().shutdown(sockets)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._restore_exception_handler is not None:
+                self._restore_exception_handler()
+                self._restore_exception_handler = None
 
 
 def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -72,8 +113,20 @@ disconnects, as that era's spec asks) would hold ``%fusion serve``'s stop foreve
 """
 
 
-def in_loop_server(asgi: ASGIApp, before_drain: Callable[[], None] | None = None, **config: object) -> InLoopServer:
+def in_loop_server(
+    asgi: ASGIApp,
+    before_drain: Callable[[], None] | None = None,
+    *,
+    limits: ConnectionLimits | None = None,
+    http: str = "auto",
+    **config: object,
+) -> InLoopServer:
     """An ``InLoopServer`` for ``asgi``; run it with ``await server.serve(sockets=[sock])``.
+
+    Its connections obey ``limits`` (default ``ConnectionLimits()``); ``http`` picks
+    uvicorn's parser (``"auto"``, ``"httptools"``, ``"h11"``), guarded either way.
+    WebSocket upgrades are off: nothing here speaks them, and an upgraded connection
+    would leave the limits' accounting.
 
     Stopping it (``should_exit = True``) drains: ``before_drain`` runs (for an ``http_app``:
     its ``GET`` streams end), requests in flight get ``DRAIN_SECONDS`` to finish, then they
@@ -85,7 +138,12 @@ def in_loop_server(asgi: ASGIApp, before_drain: Callable[[], None] | None = None
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
     config.setdefault("timeout_graceful_shutdown", DRAIN_SECONDS)
-    return InLoopServer(uvicorn.Config(asgi, **config), before_drain or streams_ender(asgi))  # type: ignore[arg-type]
+    limits = limits or ConnectionLimits()
+    connections = Connections(limits, limits.connection_cap())
+    config["http"] = guarded_protocol(http, connections)
+    config.setdefault("ws", "none")
+    uvicorn_config = uvicorn.Config(asgi, **config)  # type: ignore[arg-type]
+    return InLoopServer(uvicorn_config, before_drain or streams_ender(asgi), connections)
 
 
 def streams_ender(asgi: object) -> Callable[[], None] | None:

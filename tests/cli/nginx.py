@@ -11,7 +11,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from served import REPO
+import anyio
+import httpx
+from served import REPO, served
 
 SHIPPED = REPO / "deploy" / "nginx" / "fusion-nb.conf"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -64,3 +66,20 @@ def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iter
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@contextlib.asynccontextmanager
+async def behind_nginx(tmp: Path, *options: str, env: dict[str, str]):
+    """Two ``fusion-nb serve service_app`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``."""
+    async with served("service_app", *options, env=env) as a, served("service_app", *options, env=env) as b:
+        ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
+        (tmp / "nginx").mkdir()
+        with nginx(tmp / "nginx", ports) as base:
+            with anyio.fail_after(30):
+                async with httpx.AsyncClient() as http:
+                    while True:
+                        with contextlib.suppress(httpx.TransportError):
+                            if (await http.get(base + "/healthz")).status_code == 200:
+                                break
+                        await anyio.sleep(0.05)
+            yield a, b, base + "/mcp"

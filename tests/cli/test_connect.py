@@ -46,7 +46,7 @@ async def test_progress_cancellation_and_elicitation_pass_through(era, tmp_path)
         async with bridged(server.url, server.token, era, elicitation_callback=answer) as client:
             assert client.protocol_version == ("2025-11-25" if era == "2025" else "2026-07-28")
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert names == {"echo", "slow", "steps", "two.rounds"}
+            assert names == {"echo", "quiet", "slow", "steps", "two.rounds"}
 
             seen: list[float] = []
 
@@ -204,7 +204,7 @@ async def test_a_cut_upstream_stream_is_reopened_and_the_host_told_to_refetch(er
         await group.start(proxy.serve)
         url = f"http://127.0.0.1:{proxy.port}/mcp"
         async with bridged(url, server.token, era, message_handler=on_message) as client:
-            assert len((await client.list_tools()).tools) == 4
+            assert len((await client.list_tools()).tools) == 5
             async with contextlib.AsyncExitStack() as stack:
                 if era == "2026":
                     subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
@@ -217,3 +217,35 @@ async def test_a_cut_upstream_stream_is_reopened_and_the_host_told_to_refetch(er
                         await notified.wait()
             assert (await client.call_tool("echo", {"text": "still"})).structured_content["text"] == "still"
         group.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("era", list(MODES))
+async def test_a_call_in_flight_is_answered_when_the_upstream_dies(era, tmp_path):
+    """The upstream killed under a quiet call: the host gets an error for it, and the bridge ends on its own.
+
+    Before, the host never got an answer and the bridge only noticed at the host's next line.
+    """
+    marks = tmp_path / "marks"
+    env = {"FUSION_NB_TEST_MARKS": str(marks)}
+    async with served("service_app", env=env) as server, bridged(server.url, server.token, era) as client:
+        await client.list_tools()
+        outcome: list[object] = []
+
+        async def call() -> None:
+            try:
+                outcome.append(await client.call_tool("quiet", {"tag": "orphan"}))
+            except Exception as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            with anyio.fail_after(30):
+                while "started orphan" not in (marks.read_text() if marks.exists() else ""):
+                    await anyio.sleep(0.02)
+            server.process.kill()
+            with anyio.fail_after(30):
+                while not outcome:
+                    await anyio.sleep(0.02)
+    (answer,) = outcome
+    text = answer.content[0].text if isinstance(answer, types.CallToolResult) else str(answer)
+    assert "upstream" in text.lower(), text

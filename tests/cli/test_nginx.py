@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 from mcp import types
-from nginx import nginx
+from nginx import behind_nginx
 from served import served
 
 pytestmark = pytest.mark.anyio  # nginx: Debian package, installed by make test and .ci/run
@@ -33,18 +33,8 @@ async def topology(tmp_path, *, marks=None, drain="10"):
     env = {"FUSION_NB_TOKEN": TOKEN, "FUSION_NB_TEST_MARKS": str(marks or tmp_path / "marks")}
     key = str(tmp_path / "state.key")
     options = ("--state-key-file", key, "--drain-timeout", drain)
-    async with served("service_app", *options, env=env) as a, served("service_app", *options, env=env) as b:
-        ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
-        (tmp_path / "nginx").mkdir()
-        with nginx(tmp_path / "nginx", ports) as base:
-            with anyio.fail_after(30):
-                async with httpx.AsyncClient() as http:
-                    while True:
-                        with contextlib.suppress(httpx.TransportError):
-                            if (await http.get(base + "/healthz")).status_code == 200:
-                                break
-                        await anyio.sleep(0.05)
-            yield a, b, base + "/mcp"
+    async with behind_nginx(tmp_path, *options, env=env) as topology:
+        yield topology
 
 
 async def pid_of(client) -> int:

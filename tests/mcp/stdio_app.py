@@ -24,3 +24,12 @@ async def linger(input, ctx):
         mark = os.environ.get("FUSION_NB_TEST_CLEANUP_MARK")
         if mark:
             Path(mark).write_text("cleaned")
+
+
+@(
+    app.f.query("lone.surrogate")
+    .describe("Return text holding a lone surrogate (as a file name read with surrogateescape).")
+    .handle
+)
+async def lone_surrogate(input, ctx):
+    return "a\udcffb"

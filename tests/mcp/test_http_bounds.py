@@ -105,9 +105,11 @@ async def test_a_stalled_body_gets_408_after_the_timeout(logs):
         await writer.drain()
         with anyio.fail_after(10):
             status_line = await reader.readline()
+            rest = await reader.read()  # returns: the server closes the connection after a 408
         writer.close()
         await still_serves(served)
     assert status_line.startswith(b"HTTP/1.1 408")
+    assert b"connection: close" in rest.lower()
     assert logs.of("fusion_nb.http") == ["POST /mcp: request body not complete after 0.5s; 408"]
     assert logs.loud() == []
 

@@ -41,8 +41,8 @@ async def test_sessions_beyond_the_limit_get_503_until_one_ends():
         first = await open_session(http, served)
         await open_session(http, served)
         refused = await http.post(served.url, json=INIT, headers=served.headers())
-        assert refused.status_code == 503
-        assert refused.json()["error"]["message"] == "Too many open sessions"
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "10"
+        assert refused.json()["error"]["message"] == "Too many open sessions (2); retry later."
         assert "mcp-session-id" not in refused.headers
         ended = await http.delete(served.url, headers=served.headers(**first))
         assert ended.status_code == 200
@@ -271,3 +271,43 @@ async def test_a_call_that_completes_at_once_starts_no_supervisor(monkeypatch):
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
             await http.post(served.url, json=cancel, headers=served.headers(**session))
         assert started == ["fusion-nb call supervisor"]  # a call that waits is supervised
+
+
+async def test_a_repeated_initialized_adds_no_second_listener_for_its_connection():
+    """20,000 repeats once grew the server by 174 MB and sent every tool change 20,000 times."""
+    async with serve() as served, httpx.AsyncClient() as http:
+        notifier = served.asgi.state.server.notifier
+        session = await open_session(http, served)
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        for _ in range(50):
+            assert (await http.post(served.url, json=ready, headers=served.headers(**session))).status_code == 202
+        other = await open_session(http, served)
+        assert len(notifier) == 2
+        assert (await http.delete(served.url, headers=served.headers(**session))).status_code == 200
+        assert (await http.delete(served.url, headers=served.headers(**other))).status_code == 200
+        assert len(notifier) == 0
+
+
+async def test_a_2025_request_with_an_object_id_is_an_invalid_request_not_a_notification():
+    """2026 answers such a request 400; 2025 took it for a notification (202, never answered)."""
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        for odd in ({"a": 1}, [1], None):
+            bad = {"jsonrpc": "2.0", "id": odd, "method": "tools/list"}
+            refused = await http.post(served.url, json=bad, headers=served.headers(**session))
+            assert refused.status_code == 400, odd
+            assert refused.json()["error"] == {
+                "code": -32600,
+                "message": "Invalid Request: a request id must be a string or a number.",
+            }
+
+
+async def test_malformed_notifications_are_one_warning_per_interval(caplog):
+    async with serve() as served, httpx.AsyncClient() as http:
+        session = await open_session(http, served)
+        bad = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"no": "id"}}}
+        with caplog.at_level(logging.WARNING, logger="mcp.server.runner"):
+            for _ in range(30):
+                assert (await http.post(served.url, json=bad, headers=served.headers(**session))).status_code == 202
+    dropped = [r for r in caplog.records if r.name == "mcp.server.runner" and "malformed" in r.getMessage()]
+    assert len(dropped) == 1, [r.getMessage() for r in dropped]

@@ -20,7 +20,7 @@ from mcp.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
-from fusion_nb.mcp._sdk import SDK_SERIES, direct_progress_requested, on_connection_close
+from fusion_nb.mcp._sdk import SDK_SERIES, connection_of, direct_progress_requested, on_connection_close
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +54,25 @@ async def test_a_handshake_connection_reports_its_close():
     )
     with anyio.fail_after(5):
         await closed.wait()
+
+
+async def test_every_message_of_one_connection_names_the_same_connection():
+    seen: list[object] = []
+
+    async def on_call(ctx):
+        seen.append((connection_of(ctx.session), ctx.session))
+
+    async with Client(probe_server(on_call), mode="legacy") as client:
+        await client.call_tool("probe", {})
+        await client.call_tool("probe", {})
+    async with Client(probe_server(on_call), mode="legacy") as client:
+        await client.call_tool("probe", {})
+    (first, s1), (second, s2), (other, _) = seen
+    assert s1 is not s2, "the SDK now reuses one ServerSession per connection (connection_of may become the session)"
+    assert first is second and first is not other, (
+        f"{SDK_SERIES} contract broken: ServerSession no longer keeps its connection as `_connection`, so a "
+        "repeated notifications/initialized registers the connection again (update _sdk.connection_of)."
+    )
 
 
 @pytest.mark.parametrize("era", ["2026-direct", "2025-memory", "2026-stream"])

@@ -134,3 +134,20 @@ def test_the_stdio_module_keeps_working_as_documented():
     )
     assert done.returncode != 0 and "usage: python -u -m fusion_nb.mcp.stdio module:app" in done.stderr
     assert "RuntimeWarning" not in done.stderr
+
+
+async def test_a_result_with_a_lone_surrogate_is_answered_with_a_replacement_character(raw_server):
+    """A tool's text may hold a lone surrogate (a file name read with ``surrogateescape``); UTF-8 cannot carry
+    it, so the SDK's writer failed and the call was never answered (HTTP escapes it). Now U+FFFD replaces it."""
+    server, _ = raw_server
+    await server.send(INITIALIZE)
+    assert (await server.receive())["id"] == 1
+    await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await server.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "lone.surrogate"}})
+    with anyio.fail_after(20):
+        answer = await server.receive()
+    assert answer["id"] == 3
+    assert answer["result"]["content"][0]["text"] == "a\ufffdb", answer
+    await server.send(ECHO)  # the server still serves
+    with anyio.fail_after(20):
+        assert (await server.receive())["result"]["structuredContent"] == {"result": "x"}

@@ -127,6 +127,7 @@ class Figures:
         self.cleaned = 0
         self.leaks: list[str] = []
         self.notes: list[str] = []
+        self.attacks: dict[str, dict[str, Any]] = {}  # attack -> {figure: value}, printed every run
 
     def case(self, name: str) -> CaseClass:
         with self._lock:
@@ -137,9 +138,14 @@ class Figures:
             old = self.limits.get(tool, (0, limit))[0]
             self.limits[tool] = (max(old, peak), limit)
 
+    def attack(self, name: str, **figures: Any) -> None:
+        """Record what one attack did (e.g. ``header flood``: bytes sent, RSS before and after)."""
+        with self._lock:
+            self.attacks.setdefault(name, {}).update(figures)
+
     @property
     def empty(self) -> bool:
-        return not (self.classes or self.rounds or self.limits or self.notes or self.entered)
+        return not (self.classes or self.rounds or self.limits or self.notes or self.entered or self.attacks)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +166,7 @@ class Figures:
                 {**vars(r), "calls_per_second": round(r.calls_per_second, 1)}
                 for r in sorted(self.rounds, key=lambda r: (r.era, r.clients, r.round))
             ],
+            "attacks": {name: dict(figures) for name, figures in sorted(self.attacks.items())},
             "leaks": self.leaks,
             "notes": self.notes,
         }
@@ -193,6 +200,12 @@ class Figures:
                     f"{r['protocol_errors']:>5}{r['calls_per_second']:>9.1f}{r['p50_ms']:>8.1f}"
                     f"{r['p99_ms']:>8.1f}{r['rss_mb']:>8.1f}{len(r['leaks']):>6}{r['server_tracebacks']:>11}"
                 )
+        if data["attacks"]:
+            lines.append("")
+            lines.append(f"{'attack':<34}figures")
+            for name, figures in data["attacks"].items():
+                shown = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in figures.items())
+                lines.append(f"{name:<34}{shown}")
         for leak in data["leaks"]:
             lines.append(f"leak: {leak}")
         for note in data["notes"]:
@@ -206,6 +219,17 @@ class Figures:
 
 #: The one figures object of this pytest process (the conftest prints and writes it).
 FIGURES = Figures()
+
+
+# -- raw HTTP clients ---------------------------------------------------------------------
+def mcp_headers(token: str | None, **extra: str) -> dict[str, str]:
+    """The headers of a raw POST to an MCP endpoint: JSON in, JSON or events out, the bearer token."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        **({"Authorization": f"Bearer {token}"} if token else {}),
+        **extra,
+    }
 
 
 # -- what a client must never see ---------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A module app for the CLI tests: a slow tool whose cleanup is observable, a multi-round tool, echo, progress."""
+"""A module app for the CLI tests: slow tools (one silent) with observable cleanup, two rounds, echo, progress."""
 
 import os
 from pathlib import Path
@@ -29,6 +29,17 @@ async def slow(input, ctx):
         await anyio.sleep(3600)
     finally:
         mark(f"cleanup {input.tag}")
+
+
+@app.f.action("quiet").with_string("tag", "Label for the marks file").handle
+async def quiet(input, ctx):
+    """Marks its start, then waits without a word: its POST's answer is pending JSON, not a stream."""
+    mark(f"started {input.tag}")
+    try:
+        await anyio.sleep(3600)
+    finally:
+        mark(f"cleanup {input.tag}")
+    return "never"
 
 
 @app.f.action("steps").with_integer("n", "Steps").with_number("delay", "Seconds per step", default=0.05).handle
