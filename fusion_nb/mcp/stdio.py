@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import stat
@@ -65,13 +66,13 @@ class PipeLines:
             if end >= 0:
                 line = bytes(self._buffer[: end + 1])
                 del self._buffer[: end + 1]
-                return line.decode("utf-8", errors="replace")
+                return _parseable(line.decode("utf-8", errors="replace"))
             if self._eof:
                 if not self._buffer:
                     raise StopAsyncIteration
                 line = bytes(self._buffer)
                 self._buffer.clear()
-                return line.decode("utf-8", errors="replace")
+                return _parseable(line.decode("utf-8", errors="replace"))
             await anyio.wait_readable(self.fd)
             try:
                 chunk = os.read(self.fd, _CHUNK)
@@ -143,19 +144,34 @@ class UnicodeSafeWriter:
 
 def _replaced_surrogates(item: Any) -> Any:
     """``item`` with every lone surrogate in its message's strings replaced by U+FFFD."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, str):
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        if isinstance(value, dict):
-            return {clean(key): clean(inner) for key, inner in value.items()}
-        if isinstance(value, list):
-            return [clean(inner) for inner in value]
-        return value
-
     message = item.message
-    data = clean(message.model_dump(by_alias=True, exclude_unset=True))
+    data = _without_surrogates(message.model_dump(by_alias=True, exclude_unset=True))
     return type(item)(type(message).model_validate(data), metadata=getattr(item, "metadata", None))
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(inner) for inner in value]
+    return value
+
+
+def _parseable(line: str) -> str:
+    """A line the SDK's strict parser takes: a JSON escape of a lone surrogate (``"\\ud800"``)
+    becomes U+FFFD, as on the way out. The parser refuses such a line outright, and the
+    request in it was never answered; a line without ``\\u`` (nearly all) is not looked at."""
+    if "\\u" not in line:
+        return line
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line  # not JSON at all: the SDK's own answer to that
+    cleaned = _without_surrogates(value)
+    return line if cleaned == value else json.dumps(cleaned, ensure_ascii=False) + "\n"
 
 
 def _is_gone(exc: BaseException) -> bool:

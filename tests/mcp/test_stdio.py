@@ -151,3 +151,22 @@ async def test_a_result_with_a_lone_surrogate_is_answered_with_a_replacement_cha
     await server.send(ECHO)  # the server still serves
     with anyio.fail_after(20):
         assert (await server.receive())["result"]["structuredContent"] == {"result": "x"}
+
+
+async def test_a_request_with_a_lone_surrogate_is_answered(raw_server):
+    """JSON may escape a lone surrogate (``"\\ud800"``); the SDK's strict parser refused the whole line
+    and the request was never answered. It is read with U+FFFD in the surrogate's place, as on the way out."""
+    server, _ = raw_server
+    await server.send(INITIALIZE)
+    assert (await server.receive())["id"] == 1
+    await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    lone = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "a\ud800b"}},
+    }
+    await server.send(lone)  # json.dumps writes the surrogate as the escape \ud800
+    with anyio.fail_after(20):
+        answer = await server.receive()
+    assert answer["id"] == 3 and answer["result"]["structuredContent"] == {"result": "a\ufffdb"}, answer
