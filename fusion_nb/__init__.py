@@ -91,6 +91,7 @@ class Fusion(App):
         max_sessions_per_owner: int | None = 1_000,
         max_listens_per_owner: int | None = 100,
         answer_timeout: float | None = 600.0,
+        worker_name: str | None = None,
     ) -> Starlette:
         """The Streamable HTTP ASGI app serving this app (token, DNS-rebinding, size and time limits).
 
@@ -120,6 +121,7 @@ class Fusion(App):
             max_sessions_per_owner=max_sessions_per_owner,
             max_listens_per_owner=max_listens_per_owner,
             answer_timeout=answer_timeout,
+            worker_name=worker_name,
         )
 
 

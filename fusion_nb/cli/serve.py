@@ -86,6 +86,11 @@ def add_parser(commands: Any) -> None:
     )
     http.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes on one socket (default 1)")
     http.add_argument(
+        "--worker-name",
+        metavar="NAME",
+        help="begin this worker's 2025 session ids with NAME. (behind nginx: deploy/nginx routes a session by it)",
+    )
+    http.add_argument(
         "--state-key-file",
         type=Path,
         metavar="PATH",
@@ -170,6 +175,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
         allowed_hosts=args.allow_host,
         allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
         request_state_keys=[key] if key else None,
+        worker_name=args.worker_name,
     )
     from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -205,6 +206,7 @@ def http_app(
     max_sessions_per_owner: int | None = 1_000,
     max_listens_per_owner: int | None = 100,
     answer_timeout: float | None = 600.0,
+    worker_name: str | None = None,
 ) -> Starlette:
     """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
 
@@ -228,7 +230,9 @@ def http_app(
     ``Retry-After``. A 2025 question to the client (an elicitation) waits at most
     ``answer_timeout`` seconds for its answer, and its call is cancelled when the POST
     that carried it disconnects. Each call builds a fresh server: the SDK's session
-    manager runs once per app.
+    manager runs once per app. ``worker_name`` (letters, digits, ``-``, ``_``) begins
+    every 2025 session id as ``NAME.``, so a load balancer in front of several workers
+    can send a session's requests to the worker that holds it (``deploy/nginx``).
 
     The default mode is served by ``StreamableEndpoint`` (each request in its POST's
     own task, on the SDK's protocol kernel); ``json_response`` and ``stateless``
@@ -245,6 +249,8 @@ def http_app(
         raise ValueError(f"body_timeout must be a positive number of seconds, got {body_timeout!r}")
     if token is not None and tokens is not None:
         raise ValueError("pass token= (one client) or tokens= (named clients), not both.")
+    if worker_name is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", worker_name):
+        raise ValueError(f"worker_name must be 1 to 32 letters, digits, - or _, got {worker_name[:40]!r}.")
     accepted: dict[str, str] = {}
     if auth:
         if tokens is not None:
@@ -273,6 +279,7 @@ def http_app(
             max_sessions_per_owner=max_sessions_per_owner,
             max_listens_per_owner=max_listens_per_owner,
             answer_timeout=answer_timeout,
+            session_prefix=f"{worker_name}." if worker_name else "",
         )
         _serve_lean(asgi, path, endpoint, max_body_bytes)
     if auth:

@@ -439,9 +439,14 @@ class Session:
     """
 
     def __init__(
-        self, server: Server[Any], lifespan_state: Any, owner: object, answer_timeout: float | None = ANSWER_TIMEOUT
+        self,
+        server: Server[Any],
+        lifespan_state: Any,
+        owner: object,
+        answer_timeout: float | None = ANSWER_TIMEOUT,
+        id_prefix: str = "",
     ) -> None:
-        self.id = uuid.uuid4().hex
+        self.id = id_prefix + uuid.uuid4().hex
         self.owner = owner
         self.answer_timeout = answer_timeout
         self.connection = Connection.for_loop(self, session_id=self.id)
@@ -605,8 +610,10 @@ class Sessions:
         idle_timeout: float | None,
         max_per_owner: int | None = None,
         answer_timeout: float | None = ANSWER_TIMEOUT,
+        id_prefix: str = "",
     ) -> None:
         self.server = server
+        self.id_prefix = id_prefix  # names this worker in every session id (a load balancer routes by it)
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self.answer_timeout = answer_timeout
@@ -626,7 +633,7 @@ class Sessions:
         refusal = self.quota.refusal(owner)
         if refusal is not None:
             return refusal
-        session = Session(self.server, self.lifespan_state, owner, self.answer_timeout)
+        session = Session(self.server, self.lifespan_state, owner, self.answer_timeout, self.id_prefix)
         self._live[session.id] = session
         self.quota.take(owner)
         return session
@@ -682,6 +689,7 @@ class StreamableEndpoint:
         max_sessions_per_owner: int | None = None,
         max_listens_per_owner: int | None = None,
         answer_timeout: float | None = ANSWER_TIMEOUT,
+        session_prefix: str = "",
     ) -> None:
         self.server = server
         self.fallback = fallback
@@ -692,6 +700,7 @@ class StreamableEndpoint:
             idle_timeout=idle_timeout,
             max_per_owner=max_sessions_per_owner,
             answer_timeout=answer_timeout,
+            id_prefix=session_prefix,
         )
         # below the SDK's own 1,024 (an INTERNAL_ERROR without Retry-After), so this 503 comes first
         self.listens = OwnerQuota("listen streams", per_owner=max_listens_per_owner, total=_MAX_LISTENS)

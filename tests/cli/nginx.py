@@ -28,10 +28,10 @@ def free_port() -> int:
 def render(listen: int, workers: list[int], logs: Path) -> str:
     """The shipped config with its example ports replaced by the test's and its logs written to ``logs``."""
     text = SHIPPED.read_text()
-    servers = re.findall(r"^\s*server 127\.0\.0\.1:\d+ .*;$", text, flags=re.M)
-    assert len(servers) == 2, "the shipped config lists two workers"
-    replacement = "\n".join(re.sub(r":\d+", f":{port}", servers[0]) for port in workers)
-    text = text.replace("\n".join(servers), replacement)
+    assert len(workers) == 2, "the shipped config lists two workers"
+    for example, port in zip(("127.0.0.1:8001", "127.0.0.1:8002"), workers, strict=True):
+        assert text.count(example) == 2, f"{example}: once in the pool, once in its own upstream"
+        text = text.replace(example, f"127.0.0.1:{port}")
     assert "/var/log/nginx/" in text, "the shipped config writes an access log"
     text = text.replace("/var/log/nginx/", f"{logs}/")
     return text.replace("listen 127.0.0.1:8000;", f"listen 127.0.0.1:{listen};")
@@ -71,7 +71,10 @@ def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iter
 @contextlib.asynccontextmanager
 async def behind_nginx(tmp: Path, *options: str, env: dict[str, str]):
     """Two ``fusion-nb serve service_app`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``."""
-    async with served("service_app", *options, env=env) as a, served("service_app", *options, env=env) as b:
+    async with (
+        served("service_app", *options, "--worker-name", "w1", env=env) as a,
+        served("service_app", *options, "--worker-name", "w2", env=env) as b,
+    ):
         ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
         (tmp / "nginx").mkdir()
         with nginx(tmp / "nginx", ports) as base:

@@ -8,6 +8,7 @@ through nginx, and SIGTERM to one worker under load.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 
 import anyio
@@ -184,3 +185,62 @@ async def test_sigterm_to_one_worker_under_load(tmp_path):
         lines = marks.read_text().splitlines()
         assert f"{pid_a} started on-a" in lines and f"{pid_a} cleanup on-a" in lines
         assert b.process.returncode is None
+
+
+LEGACY = "2025-11-25"
+
+
+def answer_of(response: httpx.Response) -> dict:
+    """The JSON-RPC message of a plain JSON or event-stream answer."""
+    assert response.status_code == 200, (response.status_code, response.text)
+    if response.headers["content-type"].startswith("application/json"):
+        return response.json()
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(data[-1])
+
+
+async def open_session(http: httpx.AsyncClient, worker_url: str) -> str:
+    """A 2025 session opened on one worker directly (as nginx does when the hashed worker is down)."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    opened = await http.post(worker_url, json=body, headers=headers)
+    answer_of(opened)
+    session = opened.headers["mcp-session-id"]
+    headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+    done = await http.post(worker_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert done.status_code == 202, done.text
+    return session
+
+
+async def test_a_session_reaches_its_worker_whatever_the_hash_says(tmp_path):
+    """Issue 29: a 2025 session opened on the worker the hash does not pick (its own was down, and nginx
+    passed the initialize on) went to the hashed worker once that was back, which answered 404. Each
+    worker names itself in its session ids (``--worker-name``) and the shipped config routes by it."""
+    async with topology(tmp_path) as (a, b, url), httpx.AsyncClient(timeout=30) as http:
+        for worker in (a, b):
+            expected = await worker_pid(worker)
+            session = await open_session(http, worker.url)
+            assert session.startswith(("w1.", "w2.")), session
+            headers = {
+                "Authorization": f"Bearer {TOKEN}",
+                "Accept": "application/json, text/event-stream",
+                "Mcp-Session-Id": session,
+                "MCP-Protocol-Version": LEGACY,
+            }
+            for number in range(4):  # through nginx, every request of the session lands on its worker
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 10 + number,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "which"}},
+                }
+                answer = answer_of(await http.post(url, json=body, headers=headers))
+                assert answer["result"]["structuredContent"]["pid"] == expected, answer
+        forged = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": "w3.nothing", "MCP-Protocol-Version": LEGACY}
+        unknown = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=forged)
+        assert unknown.status_code in (400, 404), "an unknown prefix goes to the pool and is refused as unknown"
