@@ -60,16 +60,21 @@ class WidgetInputChannel(InputChannel):
             return None
         prompt = make_prompt(question.request, question.problems)
         self.prompts.append(prompt)
-        views = views_for(question.call_id)
-        for view in views:
-            view.host(prompt)
-        if not views:
-            self.show(prompt)
+        place(prompt, question.call_id, self.show)
         try:
             return await prompt.answer()
         except BaseException:  # the call was aborted while the person looked at the form
             prompt.abandon(_status_of(question.signal))
             raise
+
+
+def place(prompt: Prompt, call_id: str, show: Callable[[Prompt], Any]) -> None:
+    """Put ``prompt`` in every live view of its call, or ``show`` it on its own when there is none."""
+    views = views_for(call_id)
+    for view in views:
+        view.host(prompt)
+    if not views:
+        show(prompt)
 
 
 def _status_of(signal: AbortSignal) -> str:
@@ -99,9 +104,5 @@ class ShownScriptedAnswers(InputChannel):
             return response
         prompt = make_prompt(question.request)
         prompt.answer_by_script(response)
-        views = views_for(question.call_id)
-        for view in views:
-            view.host(prompt)
-        if not views:
-            _display(prompt)
+        place(prompt, question.call_id, _display)
         return response
