@@ -149,3 +149,21 @@ def test_every_public_symbol_has_a_docstring() -> None:
     if missing:
         listing = "\n".join(f"  {s.kind:<8} {s.name}" for s in missing)
         pytest.fail(f"{len(missing)} public symbols have no docstring:\n{listing}", pytrace=False)
+
+
+def test_the_facade_serves_every_option_of_the_mcp_layer():
+    """``Fusion.http_app`` / ``mcp_server`` restate ``fusion_nb.mcp``'s options (the package imports the SDK
+    only when used); they drifted before (``max_sessions`` was missing), so every option, its kind and its
+    default must match."""
+    import inspect
+
+    import fusion_nb
+    import fusion_nb.mcp
+
+    for facade, layer in (
+        (fusion_nb.Fusion.http_app, fusion_nb.mcp.http_app),
+        (fusion_nb.Fusion.mcp_server, fusion_nb.mcp.mcp_server),
+    ):
+        ours = list(inspect.signature(facade).parameters.values())[1:]  # self
+        theirs = list(inspect.signature(layer).parameters.values())[1:]  # app
+        assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs], facade
