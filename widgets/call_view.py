@@ -83,6 +83,7 @@ class CallView(w.VBox):
         )
         self.stop_button.on_click(lambda _: self.call.cancel())
         self.details = w.HTML("")
+        self.error_below = True  # see leave_error_to_the_cell
         self.input_box = w.VBox([])
         self.row = w.HBox(
             [self.name_label, self.bar, self.status_line, self.stop_button],
@@ -117,8 +118,10 @@ class CallView(w.VBox):
         self._release()
         self.stop_button.layout.display = "none"
         if self.call.result is not None:
-            # the row cuts long errors; below it the whole error (a Stop needs no explaining)
-            shown = error_html(self.call.result) if self.call.status != "cancelled" else ""
+            # the row cuts long errors; below it the whole error (a Stop needs no explaining,
+            # and a cell that awaits the call shows the error itself)
+            below = self.error_below and self.call.status != "cancelled"
+            shown = error_html(self.call.result) if below else ""
             self.details.value = shown + traceback_html(self.call.result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
@@ -158,6 +161,10 @@ class CallView(w.VBox):
             self.bar.bar_style = face.bar_style
             self.bar.style.bar_color = face.color
         self.status_line.value = row_html(status_cells(call, elapsed), status_text(call, elapsed))
+
+    def leave_error_to_the_cell(self) -> None:
+        """The cell awaiting this call raises its error as one line: the view does not repeat it."""
+        self.error_below = False
 
     # -- hosting input prompts --------------------------------------------------------
     def host(self, prompt: Prompt) -> None:

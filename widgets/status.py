@@ -160,7 +160,7 @@ def error_html(result: CallResult) -> str:
         return ""
     text = f"{error.code}: {error.message}"
     if error.recovery:
-        text += f" {error.recovery}"
+        text += f" Recovery: {error.recovery}"
     return f'<div style="white-space:pre-wrap;overflow-wrap:anywhere">{colored(escape(text), ERROR)}</div>'
 
 

@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 
 from ..engine import CANCELLED, BoundTool, Call
-from ..widgets import crash_of, describe_tool
+from ..widgets import crash_of, describe_tool, views_for
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -43,6 +43,8 @@ class CellTool:
         """Run the tool to its value; interrupting the cell cancels it."""
         __tracebackhide__ = True  # IPython: this frame is ours, not the person's
         call = self.start(**arguments)
+        for view in views_for(call.id):  # this cell shows the call's error itself, in one line
+            view.leave_error_to_the_cell()
         try:
             result = await call.wait()
         except asyncio.CancelledError:

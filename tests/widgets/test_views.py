@@ -732,3 +732,17 @@ async def test_scripted_answers_leave_the_answered_form_in_the_calls_view(app, r
     html = view._repr_mimebundle_()["text/html"]
     assert "Refund inv-7?" in html and "asked twice" in html and "answered by script" in html
     view.close()
+
+
+async def test_a_view_whose_cell_raises_the_error_does_not_repeat_it(app):
+    @app.f.action("breaks").handle
+    async def breaks(input, ctx):
+        raise ToolError("UPSTREAM", "the warehouse did not answer", recovery="Try again later.")
+
+    call, other = app.start("breaks"), app.start("breaks")
+    shown, left = CallView(call), CallView(other)
+    left.leave_error_to_the_cell()
+    await call.wait()
+    await other.wait()
+    assert "the warehouse did not answer Recovery: Try again later." in shown.details.value
+    assert left.details.value == "", "the awaiting cell's one line says it"
