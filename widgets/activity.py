@@ -9,8 +9,7 @@ unless a person could act on them:
   "312 calls in the last minute, 0 failed". A failed one is also listed under
   *recent*, with its error in full.
 - A **live row** (progress, elapsed time, Stop) is made for a call once it has run
-  longer than ``delay``, as soon as it waits for input, or at once when
-  ``live_at_once(call)`` says so (a long-running task). Its widgets are closed, every
+  longer than ``delay``, or as soon as it waits for input. Its widgets are closed, every
   model with its layout and style, when the call settles; the row moves to *recent*.
 - **Recent** rows (the last ``history`` finished calls that had a live row or failed)
   are text: tool, arguments (bounded), who called, status, and the result or error
@@ -97,6 +96,7 @@ class Row:
     ended: float | None = None
     live: LiveRow | None = None
     stop: Callable[[], None] = field(default=lambda: None)
+    html: str | None = None  # its line on the board, once it has ended (drawn once)
 
     @property
     def elapsed(self) -> float:
@@ -172,7 +172,6 @@ class ActivityPanel(w.VBox):
         interval: float = 0.2,
         max_messages: float = 10.0,
         origin: Callable[[], str] | None = None,
-        live_at_once: Callable[[Call], bool] | None = None,
     ) -> None:
         self.app = app
         self.history = history
@@ -180,7 +179,6 @@ class ActivityPanel(w.VBox):
         self.interval = interval
         self.max_messages = max_messages
         self.origin = origin or (lambda: "local")
-        self.live_at_once = live_at_once or (lambda call: False)
         self.header = w.HTML("")
         self.live_box = w.VBox([])
         self.board = w.HTML("")
@@ -196,8 +194,7 @@ class ActivityPanel(w.VBox):
         self.ended: deque[tuple[float, bool]] = deque()
         self.total = 0
         self.failed = 0
-        #: widget messages the panel caused (the pacing counts them)
-        self.messages = 0
+        self._window_failed = 0  # the failed among ``ended`` (kept, not recounted per redraw)
         self._timer: asyncio.TimerHandle | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._closed = False
@@ -213,7 +210,7 @@ class ActivityPanel(w.VBox):
             return
         row = self.continuing.pop(continuation_key(call), None) if self.continuing else None
         if row is not None:  # the client's next round of a call that asked for input
-            row.call, row.rounds, row.ended = call, row.rounds + 1, None
+            row.call, row.rounds, row.ended, row.html = call, row.rounds + 1, None, None
         else:
             row = Row(call, self.origin(), call.started_at)
         self.running[call] = row
@@ -221,10 +218,7 @@ class ActivityPanel(w.VBox):
         if call.settled:
             self._changed(call)
             return
-        if row.live is not None or self.live_at_once(call):
-            self._promote(row)
-        else:
-            self._arm()
+        self._arm()
         self.coalescer.request()
 
     def _changed(self, call: Call) -> None:
@@ -248,7 +242,9 @@ class ActivityPanel(w.VBox):
         if result is not None and result.input_required is not None:
             self._retire(row)  # no Stop for a round that has ended; the next round gets its own row rules
             key = continuation_key(call)
-            self.continuing.pop(key, None)
+            older = self.continuing.pop(key, None)
+            if older is not None:  # another client waits on the same tool and arguments: count its row as ended
+                self._finished(older, listed=False)
             self.continuing[key] = row  # the client answers by calling again: same row
             while len(self.continuing) > MAX_WAITING:  # clients that never answer cost a bounded memory
                 self._finished(self.continuing.pop(next(iter(self.continuing))), listed=False)
@@ -263,6 +259,7 @@ class ActivityPanel(w.VBox):
         self.total += 1
         self.failed += failed
         self.ended.append((row.ended or time.monotonic(), failed))
+        self._window_failed += failed
         self._retire(row)
         if listed or failed:
             self.recent.appendleft(row)
@@ -278,7 +275,6 @@ class ActivityPanel(w.VBox):
     def _promote(self, row: Row) -> None:
         if row.live is None:
             row.live = LiveRow(row)
-            self.messages += 1
             self.live_box.children = [*self.live_box.children, row.live]
         self.coalescer.request()
 
@@ -314,7 +310,6 @@ class ActivityPanel(w.VBox):
             if value != widget.value:
                 widget.value = value
                 sent += 1
-        self.messages += sent
         # pace on what was sent: at most ``max_messages`` a second, whatever the call rate
         self.coalescer.interval = max(self.interval, sent / self.max_messages)
         if any(row.live is not None for row in self.running.values()):
@@ -335,9 +330,8 @@ class ActivityPanel(w.VBox):
         """``312 calls in the last minute, 0 failed · 2 live``."""
         cutoff = time.monotonic() - WINDOW
         while self.ended and self.ended[0][0] < cutoff:
-            self.ended.popleft()
-        count = len(self.ended)
-        failed = sum(1 for _, bad in self.ended if bad)
+            self._window_failed -= self.ended.popleft()[1]
+        count, failed = len(self.ended), self._window_failed
         live = sum(1 for row in self.running.values() if row.live is not None)
         text = f"{count} call{'' if count == 1 else 's'} in the last minute, {failed} failed"
         if self.total != count:
@@ -361,7 +355,10 @@ class ActivityPanel(w.VBox):
         if not rows:
             return ""
         lines = [f'<div style="color:{MUTED};font-size:90%;margin-top:4px">recent</div>']
-        lines += [recent_html(row) for row in rows]
+        for row in rows:  # a row there has ended: its HTML is drawn once, not on every redraw
+            if row.html is None:
+                row.html = recent_html(row)
+            lines.append(row.html)
         return f'<div style="max-width:{VIEW_WIDTH}">{"".join(lines)}</div>'
 
     def text(self) -> str:

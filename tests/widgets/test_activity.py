@@ -187,6 +187,12 @@ async def test_a_2026_multi_round_call_is_one_row(app):
     assert panel.total == 1, "two engine calls, one call to a person"
     assert "1 call in the last minute, 0 failed" in panel.header.value
     assert "waiting for" not in panel.board.value + panel.header.value
+    # two clients asking the same thing at once: one waiting row, and the other still counted
+    both = [app.start("refund", {"id": "inv-8"}, channel=DeferToClient()) for _ in range(2)]  # at the same time
+    for call in both:
+        await call.wait()
+    await settle_flushes(panel)
+    assert len(panel.continuing) == 1 and panel.total == 2, "the replaced waiting row is counted as ended"
     panel.close()
 
 
