@@ -25,6 +25,7 @@ from fusion_nb.engine import App, Call, InputChannel, Tool
 
 from .call_view import CallView
 from .channel import WidgetInputChannel
+from .closing import close_parts, close_tree
 from .fields import FieldInput, flat_fields
 from .status import BORDER, MUTED, colored, escape
 from .watching import watch_until_settled
@@ -145,7 +146,6 @@ class ToolCard(w.VBox):
         if fields is None:
             self.run_button.layout.display = "none"
         self.calls = w.VBox([])
-        self.views: list[CallView] = []
         self.runs: list[RunView] = []
         self.children = [
             w.HTML(_header_html(tool_summary(tool), fields is not None)),
@@ -153,6 +153,11 @@ class ToolCard(w.VBox):
             self.run_button,
             self.calls,
         ]
+
+    @property
+    def views(self) -> list[CallView]:
+        """The call view of each run shown, oldest first."""
+        return [run.view for run in self.runs]
 
     def arguments(self) -> dict[str, Any] | None:
         """The filled-in arguments, or ``None`` after showing what is wrong."""
@@ -180,12 +185,10 @@ class ToolCard(w.VBox):
         call = self.app.start(self.tool.name, args, channel=self.channel())
         view = CallView(call)
         run = RunView(view)
-        self.views.append(view)
         self.runs.append(run)
         settled = [r for r in self.runs if not r.view.live]
         for old in settled[: max(0, len(settled) - self.keep)]:
             self.runs.remove(old)
-            self.views.remove(old.view)
             old.close()
         self.calls.children = list(self.runs)
         return call
@@ -227,10 +230,11 @@ class RunView(w.VBox):
         self.value.outputs += ({"output_type": "display_data", "data": data, "metadata": metadata},)
 
     def close(self) -> None:
-        """Stop watching; close the view and the value."""
+        """Stop watching; close the view and the value, layouts included."""
         self._stop()
         self.view.close()
-        self.value.close()
+        close_tree(self.value)
+        close_parts(self)
         super().close()
 
 
