@@ -61,13 +61,13 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..mcp.client_config import TOKEN_ENV
 from .errors import CliError
 from .service import log_to_stderr as log
 
 if TYPE_CHECKING:
     from ..engine import ToolError
 
-TOKEN_ENV = "FUSION_NB_TOKEN"
 HELP = "bridge stdio to a Streamable HTTP MCP server (Claude Desktop to a kernel, without Node)"
 DESCRIPTION = """\
 Bridge this process's stdin/stdout (MCP over stdio) to the Streamable HTTP MCP endpoint
@@ -158,7 +158,7 @@ async def bridge(
                 httpx2.AsyncClient(
                     headers=_with_token(headers, token) or None,
                     timeout=httpx2.Timeout(30, read=300),
-                    transport=_watching_transport(relay),
+                    transport=_watching_transport(),
                 ) as http,
                 Client(
                     _as_host(streamable_http_client(url, http_client=http)),
@@ -335,8 +335,8 @@ class _Failure:
         self.error: BaseException | None = None
 
 
-def _watching_transport(relay: _Relay) -> Any:
-    """The upstream HTTP transport of ``relay``'s client (``Watch``; httpx2 loads with the SDK, on first use)."""
+def _watching_transport() -> Any:
+    """The upstream HTTP transport of the bridge's client (``Watch``; httpx2 loads with the SDK, on first use)."""
     import httpx2
 
     class Watch(httpx2.AsyncBaseTransport):
@@ -350,8 +350,7 @@ def _watching_transport(relay: _Relay) -> Any:
         (it resumes or reports it).
         """
 
-        def __init__(self, relay: _Relay) -> None:
-            self.relay = relay
+        def __init__(self) -> None:
             self.inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: Any) -> Any:
@@ -367,7 +366,7 @@ def _watching_transport(relay: _Relay) -> Any:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    return Watch(relay)
+    return Watch()
 
 
 def _bridge_server(url: str = "") -> tuple[Any, _Relay]:

@@ -36,10 +36,6 @@ class OwnerQuota:
     def __len__(self) -> int:
         return self._count
 
-    def held_by(self, owner: object) -> int:
-        """How many ``owner`` holds now."""
-        return self._held[_key(owner)]
-
     def refusal(self, owner: object) -> str | None:
         """Why ``owner`` may not take one more (one sentence), or ``None`` when it may."""
         if self.total is not None and self._count >= self.total:

@@ -28,6 +28,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -160,11 +161,14 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def _parseable(line: str) -> str:
     """A line the SDK's strict parser takes: a JSON escape of a lone surrogate (``"\\ud800"``)
     becomes U+FFFD, as on the way out. The parser refuses such a line outright, and the
-    request in it was never answered; a line without ``\\u`` (nearly all) is not looked at."""
-    if "\\u" not in line:
+    request in it was never answered; a line with no such escape (nearly all) is not looked at."""
+    if _SURROGATE_ESCAPE.search(line) is None:  # an escape of U+D800-U+DFFF (a lone one, or half a pair)
         return line
     try:
         value = json.loads(line)

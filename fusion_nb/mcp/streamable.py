@@ -705,7 +705,10 @@ class StreamableEndpoint:
         # below the SDK's own 1,024 (an INTERNAL_ERROR without Retry-After), so this 503 comes first
         self.listens = OwnerQuota("listen streams", per_owner=max_listens_per_owner, total=_MAX_LISTENS)
         self._header_maps: dict[str, tuple[object, bool]] = {}
-        self._refusals = RateLimitedLog(log)
+        # one limiter per kind of refusal: a stranger's repeats must not hide the session limit
+        self._listen_refusals = RateLimitedLog(log)
+        self._owner_refusals = RateLimitedLog(log)
+        self._session_refusals = RateLimitedLog(log)
 
     def end_streams(self) -> None:
         """End the sessions' ``GET`` streams (a stopping server calls this before it drains)."""
@@ -756,7 +759,7 @@ class StreamableEndpoint:
         owner = _owner(scope)
         refusal = self.listens.refusal(owner)
         if refusal is not None:
-            self._refusals.log(logging.WARNING, "refused a listen stream: %s", refusal)
+            self._listen_refusals.log(logging.WARNING, "refused a listen stream: %s", refusal)
             await _refuse(send, 503, refusal, INTERNAL_ERROR, retry_after=RETRY_AFTER)
             return
         self.listens.take(owner)
@@ -825,7 +828,9 @@ class StreamableEndpoint:
             session = self.sessions.get(session_id)
             if session is None or session.owner != owner:
                 if session is not None:
-                    self._refusals.log(logging.WARNING, "refused a session's request: another credential opened it")
+                    self._owner_refusals.log(
+                        logging.WARNING, "refused a session's request: another credential opened it"
+                    )
                 await _refuse(send, 404, "Session not found")
                 return
         method = scope["method"]
@@ -881,7 +886,7 @@ class StreamableEndpoint:
         if opening:
             opened = self.sessions.open(owner)
             if isinstance(opened, str):
-                self._refusals.log(logging.WARNING, "refused a new MCP session: %s", opened)
+                self._session_refusals.log(logging.WARNING, "refused a new MCP session: %s", opened)
                 await _refuse(send, 503, opened, INTERNAL_ERROR, retry_after=RETRY_AFTER)
                 return
             session = opened
