@@ -177,6 +177,11 @@ def problems(path: Path) -> list[str]:
     return found
 
 
+async def _shutdown(kernel: Any) -> None:
+    """``asyncio.run`` takes a coroutine; jupyter_client types ``shutdown_kernel`` as an awaitable."""
+    await kernel.shutdown_kernel(now=True)
+
+
 def execute(path: Path, timeout: int) -> None:
     """Run ``path`` top to bottom in a fresh kernel (in its folder) and store its outputs.
 
@@ -205,7 +210,7 @@ def execute(path: Path, timeout: int) -> None:
         client.execute()
     finally:
         if this_python.has_kernel:
-            asyncio.run(this_python.shutdown_kernel(now=True))
+            asyncio.run(_shutdown(this_python))
     path.write_text(serialize(normalize(nb)))
 
 

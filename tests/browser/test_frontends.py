@@ -20,11 +20,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import nbformat
 import pytest
 from chromium_check import chromium_or_skip
+from mcp.types import TextContent
 
 pytestmark = pytest.mark.browser
 
@@ -304,21 +306,26 @@ SERVING_CELLS = [
 ]
 
 
-def in_thread(work, *args) -> threading.Thread:
-    """Run ``anyio.run(work, *args)`` in a thread (Playwright's sync API owns this thread's loop).
+class Worker(threading.Thread):
+    """A thread running ``anyio.run(work, *args)``; ``error`` holds what it raised (``join()`` it first)."""
 
-    The thread's ``error`` attribute holds what it raised; ``join()`` it.
-    """
-    import anyio
+    def __init__(self, work: Callable[..., Awaitable[object]], *args: object) -> None:
+        super().__init__(daemon=True)
+        self.work, self.args_ = work, args
+        self.error: BaseException | None = None
 
-    def target() -> None:
+    def run(self) -> None:
+        import anyio
+
         try:
-            anyio.run(work, *args)
+            anyio.run(self.work, *self.args_)
         except BaseException as exc:  # reported by the test through .error
-            thread.error = exc
+            self.error = exc
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.error = None
+
+def in_thread(work: Callable[..., Awaitable[object]], *args: object) -> Worker:
+    """Run ``anyio.run(work, *args)`` in a thread (Playwright's sync API owns this thread's loop)."""
+    thread = Worker(work, *args)
     thread.start()
     return thread
 
@@ -331,7 +338,8 @@ async def agents_call(url: str, token: str, quick: int) -> None:
 
     async with connect(url, token, mode="legacy") as client:
         for i in range(quick):
-            assert (await client.call_tool("shout", {"text": f"hi {i}"})).content[0].text == f"HI {i}"
+            block = (await client.call_tool("shout", {"text": f"hi {i}"})).content[0]
+            assert isinstance(block, TextContent) and block.text == f"HI {i}"
     # the client gives up on a call and goes: the SDK client's own teardown of a cancelled
     # request may raise (BrokenResourceError); what matters here is what the kernel is left with
     with contextlib.suppress(Exception):
@@ -346,7 +354,8 @@ async def call_until_stopped(url: str, token: str) -> None:
 
     async with connect(url, token, mode="legacy") as client:
         result = await client.call_tool("slow", {})
-        assert result.is_error and "CANCELLED" in result.content[0].text, result
+        block = result.content[0]
+        assert result.is_error and isinstance(block, TextContent) and "CANCELLED" in block.text, result
 
 
 def test_a_reload_after_serving_restores_every_widget(lab, tmp_path):

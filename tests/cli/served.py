@@ -95,7 +95,7 @@ class Served:
         async with httpx.AsyncClient() as http:
             return await http.get(url)
 
-    def signal(self, signum: int = signal.SIGTERM) -> None:
+    def signal(self, signum: signal.Signals = signal.SIGTERM) -> None:
         self.process.send_signal(signum)
 
     async def wait(self, timeout: float = 60) -> int:

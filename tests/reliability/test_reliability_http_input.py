@@ -8,6 +8,7 @@ figures table; a class's test fails listing every case that broke a rule.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import time
@@ -264,7 +265,7 @@ def test_authentication_and_transport_guards(attacker: Attacker, served: ThreadS
     for label, headers, url, expect in cases:
         klass = "auth" if "token" in label or "scheme" in label or "bearer" in label else "transport headers"
         attacker.judge(
-            klass, label, lambda h=headers, u=url: attacker.post(body, h, u), expect=expect, problems=problems
+            klass, label, functools.partial(attacker.post, body, headers, url), expect=expect, problems=problems
         )
     attacker.judge(
         "transport headers",
@@ -371,7 +372,7 @@ def test_hand_written_bodies(attacker: Attacker, era: str) -> None:
         attacker.judge(
             klass,
             f"{era} {label}",
-            lambda b=body, r=raw: attacker.send(era, b, raw=r),
+            functools.partial(attacker.send, era, body, raw=raw),
             expect=expect,
             problems=problems,
         )
@@ -385,7 +386,7 @@ def test_an_unexpected_exception_reaches_the_client_without_internal_text(attack
         reply = attacker.judge(
             "unexpected exception",
             f"{era} crash",
-            lambda e=era: attacker.send(e, modern_call("crash", {}) if e == MODERN else legacy_call("crash", {})),
+            functools.partial(attacker.send, era, (modern_call if era == MODERN else legacy_call)("crash", {})),
             expect=refused,
             problems=problems,
         )
@@ -396,7 +397,7 @@ def test_an_unexpected_exception_reaches_the_client_without_internal_text(attack
         reply = attacker.judge(
             "unexpected exception",
             f"{era} author's ToolError",
-            lambda e=era: attacker.send(e, modern_call("refuse", {}) if e == MODERN else legacy_call("refuse", {})),
+            functools.partial(attacker.send, era, (modern_call if era == MODERN else legacy_call)("refuse", {})),
             expect=lambda r: "The daily quota is used up." in r.body,
             problems=problems,
         )
@@ -465,7 +466,8 @@ def test_sealed_request_state_attacks(attacker: Attacker) -> None:
     ]
     for label, body in cases:
         expect = started_over if label == "empty" else was_refused
-        attacker.judge("request state", label, lambda b=body: attacker.modern(b), expect=expect, problems=problems)
+        attempt = functools.partial(attacker.modern, body)
+        attacker.judge("request state", label, attempt, expect=expect, problems=problems)
     for label, responses in [
         ("string for boolean", {"confirm": {"action": "accept", "content": {"confirm": "yes"}}}),
         ("unknown action", {"confirm": {"action": "maybe", "content": {"confirm": True}}}),
@@ -474,10 +476,14 @@ def test_sealed_request_state_attacks(attacker: Attacker) -> None:
         ("responses a list", [{"action": "accept"}]),
         ("extra answer field", {"confirm": {"action": "accept", "content": {"confirm": True, "admin": True}}}),
     ]:
+
+        def wrong(r: Any = responses) -> Reply:  # the first round is asked afresh for each answer
+            return attacker.modern(answer(first_round(attacker), responses=r))
+
         attacker.judge(
             "wrong answers",
             label,
-            lambda r=responses: attacker.modern(answer(first_round(attacker), responses=r)),
+            wrong,
             expect=was_refused,
             problems=problems,
         )

@@ -26,9 +26,11 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 from reliability_app import LIMITED_MAX_ACTIVE, Tally, make_reliability_app
 from reliability_support import (
     FIGURES,
@@ -98,7 +100,7 @@ class Served:
     async def client(self, mode: str) -> AsyncIterator[Client]:
         headers = {"Authorization": f"Bearer {self.token}"}
         async with (
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=60)) as http,
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
             Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
         ):
             yield client
@@ -143,7 +145,7 @@ async def one_client(
     """One client: (connect,) make ``calls`` calls of the mix, abort some mid-flight, (disconnect)."""
     try:
         async with contextlib.AsyncExitStack() as stack:
-            client = session or await stack.enter_async_context(served.client(mode))
+            client = session if session is not None else await stack.enter_async_context(served.client(mode))
             for _ in range(calls):
                 tool = rng.choices([t for t, _ in PLAN], [w for _, w in PLAN])[0]
                 abort = tool != "echo" and rng.random() < ABORT_SHARE / 0.7
@@ -165,12 +167,13 @@ async def one_call(client: Client, tool: str, abort: bool, rng: random.Random, o
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progressed.set()
 
-    arguments: dict[str, Any] = {
+    plans: dict[str, dict[str, Any]] = {
         "echo": {"text": "hello"},
         "stream": {"steps": 5, "delay": 0.01},
         "limited": {"delay": 0.02},
         "wipe": {"delay": 0.005},
-    }[tool]
+    }
+    arguments = plans[tool]
     expected = {"echo": "hello", "stream": "streamed 5", "limited": "done", "wipe": "wiped"}[tool]
     started = time.perf_counter()
     with anyio.CancelScope() as scope:
@@ -207,7 +210,8 @@ async def call_and_check(
     except Exception as exc:
         out.errors.append(f"{tool}: {type(exc).__name__}: {exc}"[:300])
         return
-    text = result.content[0].text if result.content else ""
+    block = result.content[0] if result.content else None
+    text = block.text if isinstance(block, TextContent) else ""
     if result.is_error or text != expected:
         out.errors.append(f"{tool}: unexpected result {text[:200]!r}")
     else:

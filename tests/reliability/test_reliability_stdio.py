@@ -201,7 +201,7 @@ def garbage(era: str, *, before_handshake: bool) -> list[tuple[str, str, bytes]]
             b'{"jsonrpc":"2.0","id":"u","method":"tools/call","params":{"name":"echo","arguments":{"text":"\xff"}}}'
         )
         lines.append(("bytes", "invalid UTF-8 inside a request", bad_utf8 + b"\n"))
-        big = {"jsonrpc": "2.0", "id": "big", "method": "tools/call", "params": {"name": "measure"}}
+        big: dict[str, Any] = {"jsonrpc": "2.0", "id": "big", "method": "tools/call", "params": {"name": "measure"}}
         big["params"]["arguments"] = {"text": "y" * 5_000_000}
         if era == MODERN:
             big["params"]["_meta"] = CLIENT_META
