@@ -16,7 +16,6 @@ only where a worker thread reports to the loop.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field

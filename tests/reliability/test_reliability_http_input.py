@@ -13,7 +13,6 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from reliability_app import SECRET_PATH
-from reliability_cases import CLIENT_META, LEGACY, MODERN, Reply, body_cases, refused, turned_away
+from reliability_cases import CLIENT_META, LEGACY, MODERN, Reply, body_cases, refused
 from reliability_served import ThreadServed, thread_served
 from reliability_support import FIGURES, internal_text
 

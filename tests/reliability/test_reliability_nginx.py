@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 from reliability_support import FIGURES
 
