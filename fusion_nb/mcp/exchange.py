@@ -162,6 +162,7 @@ class PostExchange:
         session: Session | None,
         modern: bool,
         opening: bool = False,
+        cancel_call: Callable[[], None] | None = None,
     ) -> None:
         self._send = send
         self._session = session
@@ -176,7 +177,7 @@ class PostExchange:
         self._lock: anyio.Lock | None = None
         self._cancel_requested: anyio.Event | None = None
         self._log: EventLog | None = None
-        self.cancel_call: Callable[[], None] | None = None  # set by the 2025 endpoint: ends the call
+        self._cancel_call = cancel_call  # a 2025 call's cancel: ends a call asking on a vanished stream
         self._asking = 0
 
     @property
@@ -247,8 +248,8 @@ class PostExchange:
         holding its slots.
         """
         self.state.disconnect()
-        if self._asking and self.cancel_call is not None:
-            self.cancel_call()
+        if self._asking and self._cancel_call is not None:
+            self._cancel_call()
 
     async def emit(self, payload: bytes) -> None:
         """Write one event, committing the response to an event stream first if needed (dropped once settled)."""

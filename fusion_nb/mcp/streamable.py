@@ -427,21 +427,34 @@ class StreamableEndpoint:
             await respond(send, 202, b"", [(SESSION_HEADER_BYTES, session.id.encode())])
             await self._received(session, request, message)
             return
+        scope = anyio.CancelScope()
         exchange = PostExchange(
-            send, request, message.id, message.params, session=session, modern=False, opening=opening
+            send,
+            request,
+            message.id,
+            message.params,
+            session=session,
+            modern=False,
+            opening=opening,
+            cancel_call=scope.cancel,
         )
-        answered = await self._serve(session, exchange, message, receive)
+        answered = await self._serve(session, exchange, scope, message, receive)
         if opening and not answered:
             await self.sessions.end(session)  # a failed initialize establishes nothing
 
-    async def _serve(self, session: Session, exchange: PostExchange, message: JSONRPCRequest, receive: Receive) -> bool:
-        """Run one request of ``session`` in this task; cancellable by ``notifications/cancelled``.
+    async def _serve(
+        self,
+        session: Session,
+        exchange: PostExchange,
+        scope: anyio.CancelScope,
+        message: JSONRPCRequest,
+        receive: Receive,
+    ) -> bool:
+        """Run one request of ``session`` in this task, in ``scope``; cancellable by ``notifications/cancelled``.
 
         Its client disconnecting does not cancel it (that era's rule).
         """
-        scope = anyio.CancelScope()
         session.calls[message.id] = (scope, exchange)
-        exchange.cancel_call = scope.cancel
         answered = False
         stop_supervising = _supervising(exchange, receive, None)
         try:
