@@ -464,7 +464,8 @@ class StreamableEndpoint:
             stop_supervising()
             if session.calls.get(message.id, (None, None))[1] is exchange:
                 del session.calls[message.id]
-        await exchange.end_cancelled()  # a call cancelled by the client or by the session's end (else a no-op)
+        if not exchange.state.ended:  # cancelled by the client or by the session's end
+            await exchange.end_cancelled()
         return answered
 
     async def _received(self, session: Session, request: Request, message: Any) -> None:
