@@ -81,7 +81,8 @@ from ._sdk import accepted_media
 from .exchange import PostExchange
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 from .resume import EventLog
-from .sessions import ANSWER_TIMEOUT, Session, Sessions, _lookup
+from .sessions import ANSWER_TIMEOUT, Session, Sessions
+from .sessions import _lookup as _lookup  # re-exported: its tests import it from here, as before the split
 from .wire import KEEPALIVE, SESSION_HEADER, SESSION_HEADER_BYTES, SSE_HEADERS, refuse, reject, respond
 
 __all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "PostExchange", "Session", "Sessions", "StreamableEndpoint"]
@@ -96,7 +97,6 @@ KEEPALIVE_SECONDS = 15.0
 so that a proxy's idle-read timeout does not cut it (the SDK's transport does the same)."""
 _FINAL_WRITE_TIMEOUT = 5.0
 _INVALID_BODY = "Body must be a single JSON-RPC request or notification object"
-_lookup = _lookup  # re-exported: the 2025 id matching's tests import it from here
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
