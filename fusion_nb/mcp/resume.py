@@ -18,7 +18,10 @@ carries an id itself, so there is never a stretch without a point to resume from
 
 Bounded memory: each log keeps its latest ``MAX_EVENTS`` events within
 ``MAX_BYTES``; an ended stream's log is kept ``RETENTION`` seconds for a late
-reconnect (at most ``MAX_ENDED`` of them per session), then freed.
+reconnect (at most ``MAX_ENDED`` of them per session), then freed. A session
+therefore holds at most (its streaming calls + ``MAX_ENDED`` + its ``GET`` stream) x
+``MAX_BYTES`` of events, and usually far less: a quick call answered with plain JSON
+opens no log at all.
 """
 
 from __future__ import annotations
@@ -34,11 +37,11 @@ from .wire import KEEPALIVE, event
 
 MAX_EVENTS = 256
 """Events a stream's log keeps for a reconnecting client (the oldest go first)."""
-MAX_BYTES = 1 << 20
+MAX_BYTES = 256 << 10
 """Bytes a stream's log keeps (the latest event is always kept, however large)."""
 RETENTION = 60.0
 """Seconds an ended stream's log waits for a reconnect before it is freed."""
-MAX_ENDED = 32
+MAX_ENDED = 8
 """Ended logs a session keeps at most (the oldest are freed first)."""
 
 _EVENT_ID = re.compile(r"([0-9a-f]{16})-([0-9]{1,18})")
