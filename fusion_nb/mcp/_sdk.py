@@ -13,6 +13,12 @@ Touch points:
 * ``direct_progress_requested``: whether an in-process 2026 caller passed a
   progress callback (the direct path carries no progress token;
   ``ServerSession._request_outbound`` ... ``_on_progress``).
+* ``error_data_of``: the kernel's exception-to-``ErrorData`` mapping
+  (``mcp.server.runner.modern_error_data``, in no ``__all__``), so an error a
+  handler raises reaches the wire as the SDK's own entries write it.
+* ``accepted_media``: the transport's ``Accept`` reading
+  (``mcp.server.streamable_http.check_accept_headers``, in no ``__all__``), so the
+  endpoint refuses exactly what the SDK's transport refuses.
 """
 
 from __future__ import annotations
@@ -20,8 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import mcp_types
+from mcp.server.runner import modern_error_data
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
+from starlette.requests import Request
 
 SDK_SERIES = "mcp 2.3"
 """The SDK release series these touch points were written and tested against."""
@@ -75,3 +85,13 @@ def direct_progress_requested(session: ServerSession) -> bool:
         return False
     callback = getattr(dispatch, "_on_progress", _MISSING)
     return callback is _MISSING or callback is not None
+
+
+def error_data_of(exc: Exception) -> mcp_types.ErrorData:
+    """The JSON-RPC error the SDK's kernel answers for ``exc`` (its own ladder's errors keep their code)."""
+    return modern_error_data(exc)
+
+
+def accepted_media(request: Request) -> tuple[bool, bool]:
+    """Whether ``request``'s ``Accept`` admits ``application/json`` and ``text/event-stream``, as the SDK reads it."""
+    return check_accept_headers(request)

@@ -16,6 +16,7 @@ from fusion_mcp_testapp import make_app
 from http_serving import INIT, open_session, serve, server_errors
 
 from fusion_nb.mcp import mcp_server, streamable
+from fusion_nb.mcp.exchange import Move
 from fusion_nb.mcp.streamable import PostExchange, Session, _lookup
 
 pytestmark = pytest.mark.anyio
@@ -225,10 +226,11 @@ async def test_a_failed_initialize_names_no_session_and_a_late_cancel_undoes_no_
     exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
     scope = anyio.CancelScope()
     session.calls[3] = (scope, exchange)
-    exchange.closed = True  # its handler has returned: the answer is being written
+    exchange.state.apply(Move.SETTLE)  # its handler has returned: the answer is being written
     session.cancel({"requestId": 3})
     assert not scope.cancel_called
-    exchange.closed = False
+    exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
+    session.calls[3] = (scope, exchange)  # the same id, still running
     session.cancel({"requestId": "3"})
     assert scope.cancel_called and exchange.cancel_requested.is_set()
     await app.aclose()

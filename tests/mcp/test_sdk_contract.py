@@ -20,7 +20,14 @@ from mcp.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
-from fusion_nb.mcp._sdk import SDK_SERIES, connection_of, direct_progress_requested, on_connection_close
+from fusion_nb.mcp._sdk import (
+    SDK_SERIES,
+    accepted_media,
+    connection_of,
+    direct_progress_requested,
+    error_data_of,
+    on_connection_close,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -122,6 +129,41 @@ async def test_the_request_state_boundary_refuses_with_its_documented_shape():
         f"{SDK_SERIES} contract broken: RequestStateBoundary now refuses a forged state with "
         f"{refusal.code} {refusal.data!r}, so fusion-nb's one-sentence INVALID_INPUT no longer replaces it "
         "(update elicitation.FusionRequestStateBoundary)."
+    )
+
+
+def test_the_kernels_error_mapping_keeps_protocol_codes_and_hides_the_rest():
+    """``exchange.PostExchange.run`` answers a handler's exception with ``error_data_of`` (the SDK's mapping)."""
+    protocol = error_data_of(MCPError(code=types.INVALID_PARAMS, message="bad arguments"))
+    hidden = error_data_of(ValueError("disk on fire"))
+    assert (protocol.code, protocol.message) == (types.INVALID_PARAMS, "bad arguments"), (
+        f"{SDK_SERIES} contract broken: runner.modern_error_data no longer passes an MCPError's code and message "
+        f"through (got {protocol!r}); update _sdk.error_data_of."
+    )
+    assert hidden.code == types.INTERNAL_ERROR and "disk on fire" not in hidden.message, (
+        f"{SDK_SERIES} contract broken: runner.modern_error_data now shows an unexpected exception's text "
+        f"({hidden!r}), or maps it to another code; update _sdk.error_data_of."
+    )
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        ("application/json, text/event-stream", (True, True)),
+        ("application/json", (True, False)),
+        ("text/event-stream", (False, True)),
+        ("*/*", (True, True)),
+        ("text/plain", (False, False)),
+    ],
+)
+def test_the_transports_accept_reading_is_the_one_the_endpoint_refuses_by(accept, expected):
+    """``streamable`` answers 406 exactly when ``accepted_media`` (the SDK transport's reading) says so."""
+    from starlette.requests import Request
+
+    request = Request({"type": "http", "method": "POST", "headers": [(b"accept", accept.encode())], "path": "/"})
+    assert accepted_media(request) == expected, (
+        f"{SDK_SERIES} contract broken: streamable_http.check_accept_headers reads Accept {accept!r} as "
+        f"{accepted_media(request)!r}, not {expected!r}; update _sdk.accepted_media."
     )
 
 

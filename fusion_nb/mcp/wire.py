@@ -1,0 +1,65 @@
+"""The Streamable HTTP endpoint's bytes: JSON-RPC bodies, SSE frames, whole refusals.
+
+Every module of the endpoint (``exchange``, ``sessions``, ``resume``, ``streamable``)
+writes the same wire, and a client compares it byte for byte with the SDK's
+transport (``tests/mcp/test_http_differential.py``): one place spells it, so the
+eras and the modules cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from starlette.types import Send
+
+SESSION_HEADER = "mcp-session-id"
+SESSION_HEADER_BYTES = SESSION_HEADER.encode()
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+KEEPALIVE = b": ping\r\n\r\n"
+"""An SSE comment line: keeps a quiet stream alive through proxies, and is no event (it carries no id)."""
+
+
+def dump(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification | JSONRPCRequest) -> bytes:
+    """A JSON-RPC message's wire bytes, as the SDK's 2026 entry writes them.
+
+    ``json.dumps`` writes ASCII, escaping what a client sent: a lone surrogate in the
+    arguments (valid JSON, not valid UTF-8) comes back escaped, never as a 500.
+    """
+    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(message, JSONRPCError) and message.id is None:
+        body["id"] = None  # JSON-RPC wants ``id: null`` when the request id is unknown
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def event(payload: bytes, event_id: str | None = None) -> bytes:
+    """One SSE ``message`` event carrying ``payload``, with its ``id:`` first (as sse-starlette orders the fields)."""
+    frame = b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+    return frame if event_id is None else b"id: " + event_id.encode() + b"\r\n" + frame
+
+
+async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A whole HTTP response in two ASGI messages (JSON when there is a body)."""
+    fields = [(b"content-type", b"application/json")] if body else []
+    fields += [(b"content-length", str(len(body)).encode()), *(headers or ())]
+    await send({"type": "http.response.start", "status": status, "headers": fields})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def refuse(send: Send, status: int, message: str, code: int = INVALID_REQUEST, **headers: str) -> None:
+    """A transport-level refusal: a JSON-RPC error without a request id, with an HTTP status."""
+    error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    fields = [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
+    await respond(send, status, dump(error), fields)
+
+
+async def reject(send: Send, request_id: Any, code: int, message: str, data: Any = None) -> None:
+    """A 2026 ladder refusal as the SDK's entry writes it: its JSON-RPC error, with the table's HTTP status."""
+    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message, data=data))
+    await respond(send, ERROR_CODE_HTTP_STATUS.get(code, 200), dump(error))
