@@ -41,6 +41,7 @@ from ._present import present
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
+from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore
 from ._tool import BoundTool, Tool
 
 __all__ = [
@@ -72,11 +73,17 @@ __all__ = [
     "InputQuestion",
     "InputRequest",
     "InputResponse",
+    "MemoryTaskStore",
     "Middleware",
     "NoChannel",
     "ProgressEvent",
     "Respond",
     "ScriptedAnswers",
+    "Task",
+    "TaskOptions",
+    "TaskStatus",
+    "TaskStore",
+    "Tasks",
     "Tool",
     "ToolBuilder",
     "ToolError",
