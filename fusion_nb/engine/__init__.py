@@ -41,7 +41,7 @@ from ._present import present
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
-from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore
+from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
 from ._tool import BoundTool, Tool
 
 __all__ = [
@@ -99,5 +99,6 @@ __all__ = [
     "require_input",
     "respond",
     "spawn",
+    "tasks_of",
     "validate_form",
 ]

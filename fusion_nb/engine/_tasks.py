@@ -30,6 +30,7 @@ import itertools
 import logging
 import secrets
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
@@ -488,3 +489,14 @@ def _settled(task: Task, call: Call) -> None:
 def _shown(value: object) -> str:
     text = repr(value) if not isinstance(value, str) else f'"{value}"'
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+_BY_APP: weakref.WeakKeyDictionary[App, Tasks] = weakref.WeakKeyDictionary()
+
+
+def tasks_of(app: App) -> Tasks:
+    """The tasks of ``app``, made on first use: every server of the app and the notebook share them."""
+    tasks = _BY_APP.get(app)
+    if tasks is None:
+        tasks = _BY_APP[app] = Tasks(app)
+    return tasks

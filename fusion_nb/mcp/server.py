@@ -22,7 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..engine import App
+from ..engine import App, tasks_of
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
@@ -35,6 +35,7 @@ from .elicitation import (
 )
 from .limits import OncePerInterval
 from .progress import ProgressPump, wants_progress
+from .tasks import install as install_tasks
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -217,6 +218,7 @@ def mcp_server(
     # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
     defaults = list(server.middleware) if telemetry else []
     server.middleware = [*defaults, state_boundary(app.name, keys=request_state_keys, ttl=request_state_ttl)]
+    install_tasks(server, tasks_of(app))  # (its middleware innermost: task calls carry no request state)
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier
