@@ -91,19 +91,23 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
-def legacy_task(task: Task) -> dict[str, Any]:
-    """The 2025-11-25 ``Task`` object."""
+def _task_wire(task: Task, status: str, ttl_key: str, poll_key: str) -> dict[str, Any]:
     wire: dict[str, Any] = {
         "taskId": task.id,
-        "status": str(task.status),
+        "status": status,
         "createdAt": task.created_at,
         "lastUpdatedAt": task.updated_at,
-        "ttl": _ms(task.ttl),
-        "pollInterval": _ms(task.poll_interval),
+        ttl_key: _ms(task.ttl),
+        poll_key: _ms(task.poll_interval),
     }
     if task.status_message:
         wire["statusMessage"] = task.status_message
     return wire
+
+
+def legacy_task(task: Task) -> dict[str, Any]:
+    """The 2025-11-25 ``Task`` object."""
+    return _task_wire(task, str(task.status), "ttl", "pollInterval")
 
 
 def modern_task(task: Task) -> dict[str, Any]:
@@ -112,17 +116,8 @@ def modern_task(task: Task) -> dict[str, Any]:
     A tool that failed is ``completed`` with its ``isError`` result, as the draft
     requires (``failed`` is only for protocol errors, which a fusion-nb call never ends with).
     """
-    wire: dict[str, Any] = {
-        "taskId": task.id,
-        "status": "completed" if task.status == TaskStatus.FAILED else str(task.status),
-        "createdAt": task.created_at,
-        "lastUpdatedAt": task.updated_at,
-        "ttlMs": _ms(task.ttl),
-        "pollIntervalMs": _ms(task.poll_interval),
-    }
-    if task.status_message:
-        wire["statusMessage"] = task.status_message
-    return wire
+    status = "completed" if task.status == TaskStatus.FAILED else str(task.status)
+    return _task_wire(task, status, "ttlMs", "pollIntervalMs")
 
 
 def _call_result(task: Task, modern: bool) -> dict[str, Any]:

@@ -53,9 +53,7 @@ def task_app(name: str = "tasks-test") -> tuple[Fusion, Job]:
     @app.f.action("confirm").task().handle
     async def confirm(input, ctx):
         go = read_input("go")
-        if go is None:
-            return require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
-        return f"go={go}"
+        return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
 
     return app, job
 
