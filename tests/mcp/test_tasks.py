@@ -8,9 +8,16 @@ drives the same server over HTTP and stdio in ``tests/interop/test_tasks_interop
 
 from __future__ import annotations
 
+import itertools
+import json
+
 import anyio
+import httpx
 import pytest
 from eras import client_for
+from http_serving import open_session, serve
+from mcp import types
+from mcp.shared.exceptions import MCPError
 from raw_peer import RawError, RawPeer, raw_peer
 
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
@@ -185,3 +192,70 @@ async def test_bad_task_requests_get_one_sentence_each(served):
         assert plain_call["isError"] and plain_call["content"][0]["text"].startswith(
             '[TASK_REQUIRED] Tool "batch" runs only as a task, and this call did not ask for one.'
         )
+
+
+async def post(http: httpx.AsyncClient, url: str, headers: dict, message: dict) -> dict:
+    """One JSON-RPC request over raw HTTP; its response (from JSON or from the SSE stream)."""
+    reply = await http.post(url, json=message, headers=headers)
+    if not reply.headers["content-type"].startswith("text/event-stream"):
+        return reply.json()
+    for line in reply.text.splitlines():
+        if line.startswith("data: ") and json.loads(line[6:]).get("id") == message["id"]:
+            return json.loads(line[6:])
+    raise AssertionError(f"no response in {reply.text!r}")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn serves on asyncio
+async def test_two_tokens_never_see_each_others_tasks():
+    app, job = task_app("tasks-http")
+    tokens = {"alice": "a" * 32, "bob": "b" * 32}
+    async with serve(app, tokens=tokens) as served, httpx.AsyncClient() as http:
+        alice = {**served.headers(), "Authorization": f"Bearer {tokens['alice']}"}
+        served.token = tokens["alice"]
+        session = await open_session(http, served)
+        call = {"name": "train", "arguments": {"epochs": 2}, "task": {}}
+        created = await post(
+            http, served.url, {**alice, **session}, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        )
+        task_id = created["result"]["task"]["taskId"]
+        await job.entered.wait()
+        async with served.client("legacy", token=tokens["bob"]) as bob:
+            assert (await bob.session.send_request(types.ListTasksRequest(), types.ListTasksResult)).tasks == []
+            for request in (
+                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
+                types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id)),
+                types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+            ):
+                with pytest.raises(MCPError) as refused_for_bob:
+                    await bob.session.send_request(request, types.GetTaskResult)
+                assert "there is no task" in refused_for_bob.value.error.message
+        async with served.client("legacy", token=tokens["alice"]) as own:
+            listed = (await own.session.send_request(types.ListTasksRequest(), types.ListTasksResult)).tasks
+            assert [task.task_id for task in listed] == [task_id]
+        job.release.set()
+        await tasks_of(app).get("alice", task_id).wait()
+    await app.aclose()
+
+
+@pytest.mark.parametrize("era", ["2025-memory", "2026-stream"])
+async def test_a_task_tool_called_plainly_runs_and_a_silent_one_gets_heartbeats(served, era):
+    app, job = served
+    server = mcp_server(app)
+    server.task_wire.heartbeat = 0.05
+    beats = []
+
+    async def on_progress(value, total, message):
+        beats.append((value, message))
+        if len(beats) == 3:
+            job.release.set()  # three heartbeats of a silent call: let it finish
+
+    @app.f.action("silent").task().handle
+    async def silent(input, ctx):
+        await job.release.wait()
+        return "done at last"
+
+    async with client_for(server, era) as client:
+        answer = await client.call_tool("silent", {}, progress_callback=on_progress)
+    assert answer.content[0].text == "done at last" and not answer.is_error
+    assert [message for _, message in beats[:3]] == ["still working"] * 3
+    assert all(a < b for (a, _), (b, _) in itertools.pairwise(beats)), beats
