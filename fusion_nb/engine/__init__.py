@@ -36,6 +36,7 @@ from ._interactive import (
     read_request_state,
     require_input,
 )
+from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
 from ._present import present
 from ._result import CallResult
@@ -88,6 +89,7 @@ __all__ = [
     "ToolBuilder",
     "ToolError",
     "ask",
+    "enable_job_tools",
     "fields_from_schema",
     "form_schema",
     "gating_calls",
@@ -99,6 +101,7 @@ __all__ = [
     "require_input",
     "respond",
     "spawn",
+    "task_owner",
     "tasks_of",
     "validate_form",
 ]

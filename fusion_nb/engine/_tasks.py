@@ -339,6 +339,8 @@ class Tasks:
         self._expiry: list[tuple[float, int, str]] = []
         self._order = itertools.count()
         self._listeners: list[Callable[[Task], None]] = []
+        #: seconds ``jobs.wait`` waits; ``None`` while job tools are off (``enable_job_tools``)
+        self.job_wait: float | None = None
 
     # -- creating --------------------------------------------------------------------------
     def create(

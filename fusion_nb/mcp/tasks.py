@@ -38,6 +38,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
+from ..engine._jobs import started_sentence, task_owner
 from ..engine._tasks import MAX_TTL
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of
@@ -210,7 +211,11 @@ class TaskWire:
         """Declare the 2025 capability; turn a task-augmented ``tools/call`` into a task."""
         method = ctx.method
         if method == "tools/call":
-            return await self._tools_call(ctx, call_next)
+            owner = task_owner.set(owner_of(ctx))  # (the job tools read it)
+            try:
+                return await self._tools_call(ctx, call_next)
+            finally:
+                task_owner.reset(owner)
         if method == "initialize":
             result = await call_next(ctx)
             if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
@@ -230,6 +235,8 @@ class TaskWire:
                 if isinstance(created, dict):
                     return created
                 return {"resultType": "task", **modern_task(created)}
+            if options is not None and self.tasks.job_wait is not None:
+                return self._job(ctx, str(name), params.get("arguments"))
             if options is not None and options.required:
                 raise MCPError(
                     code=MISSING_CAPABILITY,
@@ -250,6 +257,8 @@ class TaskWire:
                 return created
             self._notify_status(ctx, created)
             return {"task": legacy_task(created)}
+        if options is not None and self.tasks.job_wait is not None:
+            return self._job(ctx, str(name), params.get("arguments"))
         if options is not None and options.required:
             return _refusal(
                 ToolError(
@@ -275,6 +284,19 @@ class TaskWire:
         except ToolError as error:
             return _refusal(error)
         return task
+
+    def _job(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object) -> dict[str, Any]:
+        """Job tools: start the task and answer at once with its id and what to call next."""
+        created = self._create(ctx, name, arguments, None)
+        if isinstance(created, dict):
+            return created
+        assert self.tasks.job_wait is not None
+        wire = result_to_wire(
+            CallResult(content=[{"type": "text", "text": started_sentence(created, self.tasks.job_wait)}]),
+            has_output_schema=True,
+            modern=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS,
+        )
+        return wire
 
     def _notify_status(self, ctx: ServerRequestContext[Any, Any], task: Task) -> None:
         """Send ``notifications/tasks/status`` on the creating connection after every change (2025)."""

@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..engine import ToolBuilder
+from ..engine import ToolBuilder, enable_job_tools
 from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
@@ -123,6 +123,12 @@ class FusionMagics(Magics):
         help="print TOKEN instead of the token (a saved or shared notebook never holds it); "
         "fusion_nb.notebook.server().token has it",
     )
+    @argument(
+        "--job-tools",
+        action="store_true",
+        help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
+        "(for Claude Desktop and claude.ai, whose calls time out)",
+    )
     def fusion(self, line: str) -> Any:
         """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
         args = parse_argstring(self.fusion, line)
@@ -136,6 +142,8 @@ class FusionMagics(Magics):
                 print(describe_tool(tool))
             return None
         if args.command == "serve":
+            if args.job_tools:
+                enable_job_tools(self.host.app)
             return self.host.serve(
                 host=args.host, port=args.port, auth=not args.no_auth, token=args.token, hide_token=args.hide_token
             )
