@@ -274,16 +274,18 @@ class TaskWire:
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, ttl: float | None
     ) -> Task | dict[str, Any]:
         """The new task, or the tool error result that says why none was made (bounds, arguments)."""
-        from .server import RequestInfo  # (server imports this module)
+        from .server import RequestInfo, calling_client, client_label  # (server imports this module)
 
         app = self.tasks.app
         args = arguments if isinstance(arguments, dict) or arguments is None else {"": arguments}
         info = RequestInfo(ctx) if app.context_factory is not None else None
+        calling = calling_client.set(f"{client_label(ctx) or 'client'} task")  # the activity panel's origin
         try:
-            task = self.tasks.create(owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx))
+            return self.tasks.create(owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx))
         except ToolError as error:
             return _refusal(error)
-        return task
+        finally:
+            calling_client.reset(calling)
 
     def _job(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object) -> dict[str, Any]:
         """Job tools: start the task and answer at once with its id and what to call next."""

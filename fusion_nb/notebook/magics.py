@@ -15,6 +15,7 @@ from ..engine import ToolBuilder, enable_job_tools
 from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
+from .tasks_view import TasksView
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 
@@ -103,9 +104,9 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "inspect", "help"],
+        choices=["list", "serve", "stop", "status", "inspect", "tasks", "help"],
         help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; "
-        "inspect what an agent sees; help",
+        "inspect what an agent sees; the tasks agents started (lost on a kernel restart); help",
     )
     @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
@@ -130,7 +131,7 @@ class FusionMagics(Magics):
         "(for Claude Desktop and claude.ai, whose calls time out)",
     )
     def fusion(self, line: str) -> Any:
-        """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
+        """This kernel's fusion-nb tools: %fusion list | serve | stop | status | inspect [TOOL] | tasks | help."""
         args = parse_argstring(self.fusion, line)
         if args.tool is not None and args.command != "inspect":
             raise UsageError(f"%fusion {args.command} takes no tool name (only %fusion inspect TOOL does)")
@@ -154,6 +155,8 @@ class FusionMagics(Magics):
             return self.host.panel
         if args.command == "inspect":
             return self.host.inspect(args.tool)
+        if args.command == "tasks":
+            return TasksView(self.host.app)
         print(usage(self.fusion.parser.format_help()))  # type: ignore[union-attr]  # magic_arguments adds .parser
         return None
 
