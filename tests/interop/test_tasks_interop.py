@@ -17,7 +17,7 @@ from http_serving import serve_asgi
 from node_clients import HERE, server_env
 from stdio_serving import REPO, StdioCommand
 from tasks_app import app
-from test_interop import run_node
+from test_interop import inspector, run_node
 
 from fusion_nb.mcp import http_app
 
@@ -52,3 +52,24 @@ async def test_typescript_tasks_over_stdio(node, tmp_path):
     )
     out = await run_node(node, "tasks.mjs", "stdio", str(tmp_path / "mark"), *command.argv, env=server_env(command))
     check(json.loads(out))
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_inspector_cli_calls_a_task_tool_in_both_eras(node, era):
+    """The modern Inspector advertises the tasks extension and polls the task to its result; the legacy
+    one calls an optional task tool plainly. (The pinned CLI refuses ``--method tasks/get``: "Unsupported method".)
+    """
+    from fusion_nb.engine import tasks_of
+
+    async with serve_asgi(http_app(app), app) as served:
+        before = {task.id for task in tasks_of(app)}
+        target = [served.url, "--transport", "http", "--protocol-era", era]
+        target += ["--header", f"Authorization: Bearer {served.token}"]
+        call = ["--method", "tools/call", "--tool-name", "train", "--tool-arg", "seconds=1"]
+        called = json.loads(await run_node(*inspector(node, *target, *call)))
+        made = [task for task in tasks_of(app) if task.id not in before]
+    assert called["content"][0]["text"] == "trained for 1.0 s" and not called.get("isError"), called
+    if era == "modern":
+        assert [(task.tool_name, task.status) for task in made] == [("train", "completed")]
+    else:
+        assert made == [], "a 2025 client that did not ask for a task gets a plain call"
