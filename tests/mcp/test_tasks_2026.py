@@ -128,3 +128,24 @@ async def test_bad_task_requests_get_one_sentence_each():
             assert (await client.session.send_request(cancel, types.Result)).model_dump() is not None
     assert tasks.seen[-1] == "cancelled"
     await app.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn serves on asyncio
+async def test_another_token_cannot_get_update_or_cancel_a_task_over_http():
+    from fusion_nb.engine import tasks_of
+
+    app = job_app()
+    tokens = {"alice": "a" * 32, "bob": "b" * 32}
+    task = tasks_of(app).create("alice", "report", {"seconds": 30})
+    async with serve(app, tokens=tokens) as served, served.client("auto", token=tokens["bob"]) as bob:
+        for request in (
+            types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id)),
+            UpdateTask(params=UpdateParams(task_id=task.id, input_responses={"go": {"action": "accept"}})),
+            types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task.id)),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await bob.session.send_request(request, types.Result)
+            assert f'there is no task "{task.id}" for this client' in refused.value.error.message
+        assert task.status == "working"
+    tasks_of(app).cancel("alice", task.id)
+    await app.aclose()
