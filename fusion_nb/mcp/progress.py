@@ -12,7 +12,6 @@ value at once, then pause ``FINAL_SETTLE`` so the client handles it before the r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -74,12 +73,15 @@ class ProgressPump:
     async def run(self) -> None:
         """The sender task: one notification per wake-up, then a pause of ``interval``."""
         while True:
-            with anyio.move_on_after(self._heartbeat if self._heartbeat is not None else math.inf) as silence:
+            if self._heartbeat is None:
                 await self._wake.wait()
-            if silence.cancelled_caught:  # a silent handler: tell the client (and every proxy) the call lives
-                self._high = beat = max(self._high, 0.0) + HEARTBEAT_STEP
-                await self._report(beat, 100.0, self._message or "still working")
-                continue
+            else:
+                with anyio.move_on_after(self._heartbeat) as silence:
+                    await self._wake.wait()
+                if silence.cancelled_caught:  # a silent handler: tell the client (and every proxy) the call lives
+                    self._high = beat = max(self._high, 0.0) + HEARTBEAT_STEP
+                    await self._report(beat, 100.0, self._message or "still working")
+                    continue
             self._wake = anyio.Event()
             event, self._pending = self._pending, None
             if event is not None:
