@@ -117,6 +117,12 @@ def add_parser(commands: Any) -> None:
         metavar="N",
         help="open connections per worker; one more gets 503 (default: the descriptor limit less 128)",
     )
+    parser.add_argument(
+        "--job-tools",
+        action="store_true",
+        help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
+        "(for hosts with hard timeouts: Claude Desktop, claude.ai)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="copy the notebook's cell output to stderr")
     parser.set_defaults(run=run)
 
@@ -142,10 +148,19 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve_http(args, token))
 
 
+def _job_tools(args: argparse.Namespace, app: Any) -> None:
+    """``--job-tools``: jobs.wait and jobs.cancel for hosts without MCP tasks."""
+    if args.job_tools:
+        from ..engine import enable_job_tools
+
+        enable_job_tools(app)
+
+
 async def _serve_stdio(args: argparse.Namespace) -> int:
     from ..mcp import serve_stdio
 
     loaded = await load_source(args.source, echo=args.verbose)
+    _job_tools(args, loaded.app)
     _report_startup(loaded)
     sys.stdout.flush()
     if hasattr(sys.stdout, "reconfigure"):
@@ -161,6 +176,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     inherited = os.environ.get(WORKER_FD_ENV)
     key = resolve_state_key(args.state_key_file, create=args.workers > 1)
     loaded = await load_source(args.source, echo=args.verbose)
+    _job_tools(args, loaded.app)
     if inherited is None:
         _report_startup(loaded)
         sock = _bind(args.host, args.port)

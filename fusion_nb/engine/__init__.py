@@ -36,11 +36,13 @@ from ._interactive import (
     read_request_state,
     require_input,
 )
+from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
 from ._present import present
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
+from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
 from ._tool import BoundTool, Tool
 
 __all__ = [
@@ -72,15 +74,22 @@ __all__ = [
     "InputQuestion",
     "InputRequest",
     "InputResponse",
+    "MemoryTaskStore",
     "Middleware",
     "NoChannel",
     "ProgressEvent",
     "Respond",
     "ScriptedAnswers",
+    "Task",
+    "TaskOptions",
+    "TaskStatus",
+    "TaskStore",
+    "Tasks",
     "Tool",
     "ToolBuilder",
     "ToolError",
     "ask",
+    "enable_job_tools",
     "fields_from_schema",
     "form_schema",
     "gating_calls",
@@ -92,5 +101,7 @@ __all__ = [
     "require_input",
     "respond",
     "spawn",
+    "task_owner",
+    "tasks_of",
     "validate_form",
 ]

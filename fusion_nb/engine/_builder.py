@@ -10,6 +10,7 @@ from pydantic import BaseModel, Strict, StrictBool, StrictInt, StrictStr
 
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, enum_annotation, strict_model
+from ._tasks import TaskOptions
 from ._tool import BoundTool, Tool
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class ToolBuilder:
         self._timeout: float | None = None
         self._max_rounds: int | None = None
         self._concurrency: tuple[int, int] | None = None
+        self._task: TaskOptions | None = None
 
     @property
     def name(self) -> str:
@@ -157,6 +159,18 @@ class ToolBuilder:
         self._timeout = float(seconds)
         return self
 
+    def task(self, mode: str = "optional", ttl: float = 3600, poll_interval: float = 1.0) -> ToolBuilder:
+        """Let clients run the tool as a task: the call returns a task id at once and they poll it.
+
+        For work longer than a client waits for one answer (minutes of training, a
+        report). ``mode="optional"`` still serves clients without tasks as a plain
+        call; ``"required"`` refuses them. ``ttl`` (seconds from creation) is how long
+        the task and its result are kept, at most (a client may ask for less);
+        ``poll_interval`` (seconds) is the polling pace suggested to clients.
+        """
+        self._task = TaskOptions(mode, float(ttl), float(poll_interval))
+        return self
+
     def max_rounds(self, rounds: int) -> ToolBuilder:
         """The most input rounds one call may ask for (default: the app's ``max_rounds``)."""
         if rounds < 1:
@@ -198,6 +212,7 @@ class ToolBuilder:
             timeout=self._timeout,
             max_rounds=self._max_rounds,
             concurrency=self._concurrency,
+            task=self._task,
         )
         self._app.register(tool)
         return BoundTool(self._app, tool)

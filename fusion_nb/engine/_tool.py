@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from ._handlers import handler_kind
 from ._middleware import Middleware
 from ._schema import input_schema
+from ._tasks import TaskOptions
 
 if TYPE_CHECKING:
     from ._app import App
@@ -28,7 +29,8 @@ class Tool:
 
     ``verb`` is ``action``, ``query`` or ``mutation``; ``kind`` is ``async``,
     ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
-    max_queue)`` or ``None``. Build tools with the builder (``app.f``), not by hand.
+    max_queue)`` or ``None``; ``task`` says how it runs as a task (``None``: never).
+    Build tools with the builder (``app.f``), not by hand.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Tool:
     timeout: float | None = None
     max_rounds: int | None = None
     concurrency: tuple[int, int] | None = None
+    task: TaskOptions | None = None
     kind: str = field(init=False)
     input_schema: dict[str, Any] = field(init=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, repr=False)

@@ -15,14 +15,19 @@ from ..engine import CallResult, Tool
 
 
 def tool_to_mcp(tool: Tool) -> types.Tool:
-    """The ``tools/list`` entry of ``tool``: schemas, description and annotations."""
+    """The ``tools/list`` entry of ``tool``: schemas, description, annotations and task support.
+
+    ``execution.taskSupport`` is set only for task tools (absent means "forbidden").
+    """
     annotations = types.ToolAnnotations.model_validate(tool.annotations) if tool.annotations else None
+    execution = types.ToolExecution(task_support=tool.task.mode) if tool.task is not None else None  # type: ignore[arg-type]
     return types.Tool(
         name=tool.name,
         description=tool.description,
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
         annotations=annotations,
+        execution=execution,
     )
 
 

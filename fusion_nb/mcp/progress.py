@@ -1,5 +1,9 @@
 """Per-call progress for MCP clients: strictly increasing, coalesced, flushed before the result.
 
+A task tool run as a plain call (its client has no tasks) also gets a heartbeat: after
+``heartbeat`` seconds without progress the pump sends one anyway, so hosts and
+proxies with idle timeouts keep a silent minutes-long call alive.
+
 Allocated only for calls whose request asked for progress. The engine offers events
 synchronously from the call's worker; a small sender task forwards the newest one at
 most once per ``interval`` seconds, and ``close()`` makes it send the last pending
@@ -28,17 +32,24 @@ paid only by calls that asked for progress and still had a value to send. 5 ms w
 not enough for a client still warming up (one drop in 20 floods under CI load).
 """
 
+HEARTBEAT_STEP = 0.001
+"""How much a heartbeat raises the progress value: progress must increase with every
+notification, and a thousandth of a percent is invisible on any bar."""
+
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
 
 class ProgressPump:
     """Coalesces ``offer()``ed events and sends them through ``report`` (``ctx.session.report_progress``)."""
 
-    __slots__ = ("_closed", "_closing", "_high", "_interval", "_pending", "_report", "_wake")
+    __slots__ = ("_closed", "_closing", "_heartbeat", "_high", "_interval", "_message", "_pending", "_report", "_wake")
 
-    def __init__(self, report: Report, interval: float) -> None:
+    def __init__(self, report: Report, interval: float, heartbeat: float | None = None) -> None:
         self._report = report
         self._interval = interval
+        #: seconds of silence after which the last value goes out again, a hair higher (``None``: never)
+        self._heartbeat = heartbeat
+        self._message: str | None = None
         self._high = -1.0  # the highest value accepted so far (sent or pending)
         self._pending: ProgressEvent | None = None
         self._wake = anyio.Event()
@@ -62,10 +73,19 @@ class ProgressPump:
     async def run(self) -> None:
         """The sender task: one notification per wake-up, then a pause of ``interval``."""
         while True:
-            await self._wake.wait()
+            if self._heartbeat is None:
+                await self._wake.wait()
+            else:
+                with anyio.move_on_after(self._heartbeat) as silence:
+                    await self._wake.wait()
+                if silence.cancelled_caught:  # a silent handler: tell the client (and every proxy) the call lives
+                    self._high = beat = max(self._high, 0.0) + HEARTBEAT_STEP
+                    await self._report(beat, 100.0, self._message or "still working")
+                    continue
             self._wake = anyio.Event()
             event, self._pending = self._pending, None
             if event is not None:
+                self._message = event.message or self._message
                 await self._report(event.percent, 100.0, event.message)
             if self._closing.is_set():
                 if self._pending is None:

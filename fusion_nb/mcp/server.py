@@ -22,7 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..engine import App
+from ..engine import App, tasks_of
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
@@ -35,6 +35,8 @@ from .elicitation import (
 )
 from .limits import OncePerInterval
 from .progress import ProgressPump, wants_progress
+from .tasks import TaskWire
+from .tasks import install as install_tasks
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -100,6 +102,8 @@ class FusionServer(Server[Any]):
 
     app: App
     notifier: ToolsChangedNotifier
+    #: the tasks wire; ``task_wire.heartbeat`` is the seconds between heartbeats of a task tool run plainly
+    task_wire: TaskWire
 
     def create_initialization_options(
         self,
@@ -178,7 +182,9 @@ def mcp_server(
             )
             result = await call.wait()
         else:
-            pump = ProgressPump(ctx.session.report_progress, progress_interval)
+            tool = app.get(params.name)
+            heartbeat = task_wire.heartbeat if tool is not None and tool.task is not None else None
+            pump = ProgressPump(ctx.session.report_progress, progress_interval, heartbeat)
             call = start(
                 params.name,
                 params.arguments,
@@ -217,6 +223,8 @@ def mcp_server(
     # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
     defaults = list(server.middleware) if telemetry else []
     server.middleware = [*defaults, state_boundary(app.name, keys=request_state_keys, ttl=request_state_ttl)]
+    # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
+    server.task_wire = task_wire = install_tasks(server, tasks_of(app))
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier

@@ -11,10 +11,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..engine import ToolBuilder
+from ..engine import ToolBuilder, enable_job_tools
 from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
+from .tasks_view import TasksView
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 
@@ -103,9 +104,9 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "inspect", "help"],
+        choices=["list", "serve", "stop", "status", "inspect", "tasks", "help"],
         help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; "
-        "inspect what an agent sees; help",
+        "inspect what an agent sees; the tasks agents started (lost on a kernel restart); help",
     )
     @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
@@ -123,8 +124,14 @@ class FusionMagics(Magics):
         help="print TOKEN instead of the token (a saved or shared notebook never holds it); "
         "fusion_nb.notebook.server().token has it",
     )
+    @argument(
+        "--job-tools",
+        action="store_true",
+        help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
+        "(for Claude Desktop and claude.ai, whose calls time out)",
+    )
     def fusion(self, line: str) -> Any:
-        """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
+        """This kernel's fusion-nb tools: %fusion list | serve | stop | status | inspect [TOOL] | tasks | help."""
         args = parse_argstring(self.fusion, line)
         if args.tool is not None and args.command != "inspect":
             raise UsageError(f"%fusion {args.command} takes no tool name (only %fusion inspect TOOL does)")
@@ -136,6 +143,8 @@ class FusionMagics(Magics):
                 print(describe_tool(tool))
             return None
         if args.command == "serve":
+            if args.job_tools:
+                enable_job_tools(self.host.app)
             return self.host.serve(
                 host=args.host, port=args.port, auth=not args.no_auth, token=args.token, hide_token=args.hide_token
             )
@@ -146,6 +155,8 @@ class FusionMagics(Magics):
             return self.host.panel
         if args.command == "inspect":
             return self.host.inspect(args.tool)
+        if args.command == "tasks":
+            return TasksView(self.host.app)
         print(usage(self.fusion.parser.format_help()))  # type: ignore[union-attr]  # magic_arguments adds .parser
         return None
 

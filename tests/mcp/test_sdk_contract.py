@@ -207,3 +207,28 @@ def test_no_sdk_private_is_reached_outside_the_compat_module():
             elif isinstance(node, ast.Constant) and node.value in PRIVATE_ATTRIBUTES:
                 offenders.append(f"{where}:{node.lineno} names {node.value!r}")
     assert offenders == [], "SDK privates outside fusion_nb/mcp/_sdk.py: " + "; ".join(offenders)
+
+
+async def test_a_middleware_answer_to_tools_call_and_a_tasks_handler_reach_the_client_unsieved():
+    """Tasks (``fusion_nb/mcp/tasks.py``) rest on two seams: a server middleware may answer ``tools/call``
+    with a ``CreateTaskResult`` (not a ``CallToolResult``), and ``add_request_handler`` serves ``tasks/*``."""
+    from raw_peer import raw_peer
+
+    async def answer_with_a_task(ctx, call_next):
+        if ctx.method == "tools/call":
+            return {"task": {"taskId": "t1", "status": "working"}}
+        return await call_next(ctx)
+
+    async def get_task(ctx, params):
+        return {"taskId": "t1", "status": "completed"}
+
+    server = probe_server(lambda ctx: None)
+    server.middleware.append(answer_with_a_task)
+    server.add_request_handler("tasks/get", types.RequestParams, get_task)
+    async with raw_peer(server) as peer:
+        created = await peer.request("tools/call", {"name": "probe", "arguments": {}, "task": {}})
+        got = await peer.request("tasks/get", {"taskId": "t1"})
+    assert created == {"task": {"taskId": "t1", "status": "working"}} and got["status"] == "completed", (
+        f"{SDK_SERIES} contract broken: a middleware's tools/call answer or a tasks/* handler's result is now "
+        "reshaped by the SDK, so 2025-11-25 tasks cannot be served from fusion_nb/mcp/tasks.py as they are."
+    )

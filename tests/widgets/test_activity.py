@@ -220,3 +220,31 @@ async def test_rounds_nobody_continues_cost_a_bounded_memory(app):
     assert len(panel.continuing) == MAX_WAITING and panel.total == 5, "the oldest unanswered rounds count as ended"
     assert panel.live == {}
     panel.close()
+
+
+async def test_a_task_an_agent_started_is_live_with_its_progress_and_stop_cancels_the_task(tools):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "mcp"))
+    from raw_peer import raw_peer
+
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp import mcp_server
+    from fusion_nb.mcp.server import calling_client
+
+    tools.f.action("train").task().handle(tools.get("long").handler)
+    panel = ActivityPanel(tools, delay=0.05, origin=lambda: calling_client.get() or "local")  # as the host reads it
+    async with raw_peer(mcp_server(tools)) as peer:
+        created = await peer.request("tools/call", {"name": "train", "arguments": {}, "task": {}})
+        task = tasks_of(tools).get(None, created["task"]["taskId"])
+        with anyio.fail_after(5):
+            while task.call not in panel.live:
+                await anyio.sleep(0.01)
+        row = panel.live[task.call]
+        await settle_flushes(panel)
+        assert "crunching" in row.label.value and "raw 0 task" in row.label.value
+        row.stop_button.click()
+        assert task.status == "cancelled"
+        assert (await peer.request("tasks/get", {"taskId": task.id}))["status"] == "cancelled"
+    panel.close()

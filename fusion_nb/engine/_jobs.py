@@ -1,0 +1,94 @@
+"""Job tools: tasks for hosts that have neither tasks nor patience (SPEC 10).
+
+Claude Desktop and claude.ai give up on a call after one to four minutes and speak
+no MCP tasks. With job tools on (``enable_job_tools(app)``, off by default), a task
+tool called by such a client answers at once with a job id and a sentence telling
+the agent what to call next; ``jobs.wait(job_id)`` returns the result, or the status
+after at most ``wait`` seconds (under any host's timeout), and ``jobs.cancel(job_id)``
+aborts it. A job is a task: same store, same owners, same bounds, same cancel.
+
+The owner of a call is what the transport put in ``task_owner`` (the MCP layer sets
+the token's client id for every ``tools/call``), so one client's job ids mean
+nothing to another.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._errors import INVALID_INPUT, ToolError
+from ._tasks import Task, TaskStatus, tasks_of
+
+if TYPE_CHECKING:
+    from ._app import App
+
+#: the client a call is made for, as the transport knows it (``None``: the one anonymous client)
+task_owner: contextvars.ContextVar[Hashable] = contextvars.ContextVar("fusion_nb_task_owner", default=None)
+
+WAIT = "jobs.wait"
+CANCEL = "jobs.cancel"
+
+
+def started_sentence(task: Task, wait: float) -> str:
+    """What a task tool called without task support answers: the job id and what to call next."""
+    return (
+        f'Started job {task.id} for tool "{task.tool_name}"; it keeps running after this answer. '
+        f'Call {WAIT} with job_id "{task.id}" for its result (it waits up to {wait:.0f} s, then reports the '
+        f"status: call it again until the job is done), or {CANCEL} to stop it."
+    )
+
+
+def enable_job_tools(app: App, *, wait: float = 45.0) -> None:
+    """Add ``jobs.wait`` and ``jobs.cancel`` to ``app`` and answer task tools called without tasks with a job id.
+
+    ``wait`` is the most seconds one ``jobs.wait`` waits before reporting the status
+    (keep it under the shortest host timeout you serve: 60 s for claude.ai).
+    """
+    tasks = tasks_of(app)
+    tasks.job_wait = wait
+
+    def find(job_id: str) -> Task:
+        task = tasks.get(task_owner.get(), job_id)
+        if task is None:
+            raise ToolError(
+                INVALID_INPUT,
+                f'There is no job "{job_id[:40]}" for this client (it never existed, has expired, or is another\'s).',
+                recovery="Start the tool again to get a new job id.",
+            )
+        return task
+
+    @app.f.query(WAIT).with_string("job_id", "The job id a task tool answered with").handle
+    async def wait_for_job(input: Any, ctx: Any) -> Any:
+        """Wait for a job started by a long-running tool: its result, or its status if it is still running."""
+        task = find(input.job_id)
+        with anyio.move_on_after(tasks.job_wait):
+            await task.wait()
+        if not task.final:
+            doing = f": {task.status_message}" if task.status_message else ""
+            if task.status == TaskStatus.INPUT_REQUIRED:
+                return (
+                    f'Job {task.id} (tool "{task.tool_name}") is waiting for input{doing}, which this client '
+                    f"cannot give; call {CANCEL} and run the tool from a client with tasks or elicitation."
+                )
+            return f'Job {task.id} (tool "{task.tool_name}") is still {task.status}{doing}. Call {WAIT} again.'
+        result = task.result
+        if result is None or task.status == TaskStatus.CANCELLED:
+            return f'Job {task.id} (tool "{task.tool_name}") was cancelled.'
+        if result.error is not None:
+            raise result.error
+        if result.structured_content is not None:
+            return result.structured_content
+        return "\n".join(block.get("text", "") for block in result.content if block.get("type") == "text")
+
+    @app.f.mutation(CANCEL).with_string("job_id", "The job to stop").handle
+    async def cancel_job(input: Any, ctx: Any) -> str:
+        """Stop a job started by a long-running tool (its cleanup runs)."""
+        task = find(input.job_id)
+        if task.final:
+            return f'Job {task.id} (tool "{task.tool_name}") had already ended ({task.status}).'
+        tasks.cancel(task.owner, task.id)
+        return f'Job {task.id} (tool "{task.tool_name}") is cancelled.'

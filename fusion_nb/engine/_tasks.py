@@ -1,0 +1,504 @@
+"""Tasks: calls that outlive the request that started them (SPEC 10).
+
+A client that cannot wait minutes for a tool's answer gets a task instead: an
+unguessable id it polls while the call runs detached. The pieces here are the
+protocol-free part both MCP eras and the job tools share:
+
+- ``TaskOptions``: what ``.task(...)`` on the builder declares for a tool;
+- ``Task``: one detached call with an owner, a status (``TaskStatus``), the last
+  progress message, times, a ttl, and the question it waits on, if any;
+- ``TaskStore``: where tasks are kept (a small protocol; ``MemoryTaskStore`` is the
+  default, a shared store can replace it without the rest changing);
+- ``Tasks``: creates, finds, answers and cancels tasks for one app, enforcing the
+  bounds per owner and in total, and freeing tasks whose ttl has passed.
+
+An owner is whatever identifies a client (the bearer token's client id); every
+lookup takes one, and a task of another owner is indistinguishable from no task,
+so one client can neither see nor touch another's work. Cancelling a task aborts
+its call: its cleanup runs and its slots free, exactly as for any aborted call.
+
+Expiry is driven by a clock (``anyio.current_time`` by default, so the event
+loop's): a task's ttl counts from its creation, and every access sweeps tasks whose
+ttl has passed (a still-running one is aborted first), so memory is bounded by the
+bounds and freed without a timer task of its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import secrets
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from ._background import Event, new_event
+from ._call import Call, CallStatus
+from ._channel import InputChannel
+from ._errors import CANCELLED, SERVER_BUSY, ToolError
+from ._interactive import InputQuestion, InputRequest, InputResponse
+from ._result import CallResult
+from ._streaming import ProgressEvent
+
+if TYPE_CHECKING:
+    from ._app import App
+
+log = logging.getLogger("fusion_nb")
+
+TASK_MODES = ("optional", "required")
+#: the longest ttl a tool or a request may ask for (seconds): a week
+MAX_TTL = 7 * 24 * 3600.0
+
+
+class TaskStatus(StrEnum):
+    """Where a task is, in the words both MCP eras use. The last three are final."""
+
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """How a tool runs as a task: ``mode`` optional or required, ``ttl`` and ``poll_interval`` in seconds."""
+
+    mode: str = "optional"
+    ttl: float = 3600.0
+    poll_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in TASK_MODES:
+            raise ValueError(f'task mode must be "optional" or "required", got {self.mode!r}')
+        if not 0 < self.ttl <= MAX_TTL:
+            raise ValueError(f"a task ttl must be between 0 and {MAX_TTL:.0f} seconds, got {self.ttl!r}")
+        if not 0 < self.poll_interval <= 3600:
+            raise ValueError(f"a poll interval must be between 0 and 3600 seconds, got {self.poll_interval!r}")
+
+    @property
+    def required(self) -> bool:
+        """Whether the tool refuses to run except as a task."""
+        return self.mode == "required"
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Task:
+    """One detached call seen as a task: id, owner, status, last message, times, ttl.
+
+    ``question`` is the input request the call waits on while ``input_required``;
+    ``result`` is the call's result once final (freed with the task at expiry).
+    Listeners added with ``watch`` hear of every change (status notifications, views).
+    """
+
+    __slots__ = (
+        "_answer",
+        "_changed",
+        "_final",
+        "_listeners",
+        "arguments",
+        "call",
+        "created",
+        "expires_at",
+        "id",
+        "owner",
+        "poll_interval",
+        "question",
+        "status",
+        "status_message",
+        "tool_name",
+        "ttl",
+        "updated",
+    )
+
+    def __init__(
+        self,
+        task_id: str,
+        owner: Hashable,
+        tool_name: str,
+        arguments: Any,
+        ttl: float,
+        poll_interval: float,
+        now: float,
+    ) -> None:
+        self.id = task_id
+        self.owner = owner
+        self.tool_name = tool_name
+        self.arguments = arguments
+        self.status = TaskStatus.WORKING
+        self.status_message: str | None = None
+        #: wall-clock times (``time.time()``) of creation and of the last change
+        self.created = self.updated = time.time()
+        #: seconds from creation the task is kept; ``expires_at`` is that moment on the store's clock
+        self.ttl = ttl
+        self.expires_at = now + ttl
+        self.poll_interval = poll_interval
+        self.call: Call | None = None
+        self.question: InputQuestion | None = None
+        self._answer: tuple[Event, list[InputResponse]] | None = None
+        self._final: Event | None = None
+        self._changed: Event | None = None
+        self._listeners: list[Callable[[Task], None]] = []
+
+    @property
+    def final(self) -> bool:
+        """Whether the task has ended (completed, failed or cancelled)."""
+        return self.status in FINAL
+
+    @property
+    def result(self) -> CallResult | None:
+        """The call's result once the task is final (``None`` before)."""
+        call = self.call
+        return call.result if call is not None and self.final else None
+
+    @property
+    def created_at(self) -> str:
+        """ISO 8601 creation time (UTC)."""
+        return _iso(self.created)
+
+    @property
+    def updated_at(self) -> str:
+        """ISO 8601 time of the last change (UTC)."""
+        return _iso(self.updated)
+
+    def watch(self, listener: Callable[[Task], None]) -> Callable[[], None]:
+        """``listener(task)`` after every change; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def wait(self) -> None:
+        """Wait until the task is final."""
+        if not self.final:
+            if self._final is None:
+                self._final = new_event()
+            await self._final.wait()
+
+    async def wait_change(self) -> None:
+        """Wait for the next change of status, message or question."""
+        if self._changed is None:
+            self._changed = new_event()
+        await self._changed.wait()
+
+    def _update(self, status: TaskStatus, message: str | None = None, *, keep_message: bool = False) -> None:
+        if self.final:
+            return
+        self.status = status
+        if not keep_message:
+            self.status_message = message
+        self.updated = time.time()
+        if status in FINAL:
+            self.question = None
+            if self._final is not None:
+                self._final.set()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a view's bug never affects the task
+                log.exception("fusion-nb: a listener of task %s failed", self.id)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.id[:8]}… {self.tool_name} {self.status}>"
+
+
+class TaskStore(Protocol):
+    """Where tasks are kept. Lookups are by id; ``Tasks`` checks owners and bounds."""
+
+    def put(self, task: Task) -> None:
+        """Keep ``task`` (its id is new)."""
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+
+    def remove(self, task_id: str) -> Task | None:
+        """Forget the task with this id; returns it, or ``None`` when there was none."""
+
+    def owned(self, owner: Hashable) -> list[Task]:
+        """The tasks of ``owner``, oldest first."""
+
+    def count(self, owner: Hashable | None = None) -> int:
+        """How many tasks ``owner`` has (all owners together when ``None``)."""
+
+    def __iter__(self) -> Iterator[Task]:
+        """Every task, oldest first."""
+
+
+class MemoryTaskStore:
+    """The default store: a dict in this process (a kernel restart loses its tasks)."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+        self._per_owner: Counter[Hashable] = Counter()
+
+    def put(self, task: Task) -> None:
+        """Keep ``task``."""
+        self._tasks[task.id] = task
+        self._per_owner[task.owner] += 1
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or ``None``."""
+        return self._tasks.get(task_id)
+
+    def remove(self, task_id: str) -> Task | None:
+        """Forget a task; returns it."""
+        task = self._tasks.pop(task_id, None)
+        if task is not None:
+            self._per_owner[task.owner] -= 1
+            if self._per_owner[task.owner] <= 0:
+                del self._per_owner[task.owner]
+        return task
+
+    def owned(self, owner: Hashable) -> list[Task]:
+        """The tasks of ``owner``, oldest first."""
+        return [task for task in self._tasks.values() if task.owner == owner]
+
+    def count(self, owner: Hashable | None = None) -> int:
+        """Tasks of ``owner``, or of everybody."""
+        return len(self._tasks) if owner is None else self._per_owner.get(owner, 0)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(list(self._tasks.values()))
+
+
+class _TaskChannel(InputChannel):
+    """The input channel of a task's call: its question waits on the task until answered.
+
+    The task goes ``input_required`` with the question, and back to ``working`` when
+    ``Tasks.answer`` delivers a response (an invalid answer is asked again, its
+    problems as the status message). ``can_answer`` says whether the client can
+    answer this kind of request at all; when it cannot the call fails at once with
+    ``ELICITATION_UNSUPPORTED``, as for any call.
+    """
+
+    can_reask = True
+
+    def __init__(self, task: Task, can_answer: Callable[[InputRequest], bool]) -> None:
+        self.task = task
+        self.can_answer = can_answer
+
+    async def ask(self, question: InputQuestion) -> InputResponse | None:
+        """Wait on the task for the client's answer (cancelled with the call)."""
+        task = self.task
+        if not self.can_answer(question.request):
+            return None
+        answered: list[InputResponse] = []
+        event = new_event()
+        task.question = question
+        task._answer = (event, answered)
+        message = " ".join(question.problems) if question.problems else question.request.message
+        task._update(TaskStatus.INPUT_REQUIRED, message)
+        try:
+            await event.wait()
+        finally:
+            task._answer = None
+            task.question = None
+        task._update(TaskStatus.WORKING, None)
+        return answered[0]
+
+
+class Tasks:
+    """The tasks of one app: ``create`` starts one, ``get``/``list``/``answer``/``cancel`` reach it.
+
+    ``max_per_owner`` and ``max_total`` bound how many tasks (running or kept for
+    their result) exist; beyond them ``create`` raises ``SERVER_BUSY``. ``clock`` is
+    the time expiry is measured on (``anyio.current_time``: the running loop's).
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        store: TaskStore | None = None,
+        max_per_owner: int = 100,
+        max_total: int = 1_000,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        if max_per_owner < 1 or max_total < 1:
+            raise ValueError("task bounds must be at least 1")
+        self.app = app
+        self.store: TaskStore = store if store is not None else MemoryTaskStore()
+        self.max_per_owner = max_per_owner
+        self.max_total = max_total
+        self.clock = clock
+        self._expiry: list[tuple[float, int, str]] = []
+        self._order = itertools.count()
+        self._listeners: list[Callable[[Task], None]] = []
+        #: seconds ``jobs.wait`` waits; ``None`` while job tools are off (``enable_job_tools``)
+        self.job_wait: float | None = None
+
+    # -- creating --------------------------------------------------------------------------
+    def create(
+        self,
+        owner: Hashable,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        request_info: Any = None,
+        can_answer: Callable[[InputRequest], bool] = lambda request: True,
+    ) -> Task:
+        """Start ``name`` as a task of ``owner`` and return it at once (its call runs detached).
+
+        ``ttl`` (seconds) is what the client asked for; the tool's own ttl is the most it
+        gets. Raises ``ToolError``: ``SERVER_BUSY`` beyond the bounds, ``INVALID_INPUT``
+        for a ttl out of range. A call refused before it runs (unknown tool, invalid
+        arguments) still makes a task, already final, whose result says why.
+        """
+        self.sweep()
+        if self.store.count() >= self.max_total:
+            raise ToolError(
+                SERVER_BUSY,
+                f'Tool "{name}" cannot start a task: this server already holds {self.max_total} tasks.',
+                recovery="Retry once running tasks end or their results expire.",
+                retry_after=5,
+            )
+        if self.store.count(owner) >= self.max_per_owner:
+            raise ToolError(
+                SERVER_BUSY,
+                f'Tool "{name}" cannot start a task: this client already holds {self.max_per_owner} tasks.',
+                recovery="Wait for some to end, or cancel the ones you no longer need.",
+                retry_after=5,
+            )
+        tool = self.app.get(name)
+        options: TaskOptions = (tool.task if tool is not None else None) or TaskOptions()
+        kept = options.ttl if ttl is None else min(float(ttl), options.ttl)
+        task = Task(secrets.token_urlsafe(24), owner, name, args, kept, options.poll_interval, self.clock())
+        self.store.put(task)
+        heapq.heappush(self._expiry, (task.expires_at, next(self._order), task.id))
+        task.call = _start_call(self.app, task, name, args, request_info, _TaskChannel(task, can_answer))
+        if self._listeners:
+            for listener in list(self._listeners):
+                listener(task)
+        return task
+
+    def on_task(self, listener: Callable[[Task], None]) -> Callable[[], None]:
+        """``listener(task)`` hears of every task created (activity views); returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # -- reaching a task ---------------------------------------------------------------------
+    def get(self, owner: Hashable, task_id: object) -> Task | None:
+        """The task ``task_id`` if ``owner`` owns it and it has not expired; else ``None``."""
+        self.sweep()
+        if not isinstance(task_id, str):
+            return None
+        task = self.store.get(task_id)
+        return task if task is not None and task.owner == owner else None
+
+    def list(self, owner: Hashable) -> list[Task]:
+        """The tasks of ``owner``, oldest first."""
+        self.sweep()
+        return self.store.owned(owner)
+
+    def __iter__(self) -> Iterator[Task]:
+        """Every task of every owner (the notebook's own views; never shown to a client)."""
+        self.sweep()
+        return iter(self.store)
+
+    def cancel(self, owner: Hashable, task_id: object) -> Task | None:
+        """Abort the task's call (its cleanup runs, its slots free); ``None`` when there is no such task."""
+        task = self.get(owner, task_id)
+        if task is not None and not task.final and task.call is not None:
+            task.call.cancel(CANCELLED)
+        return task
+
+    def answer(self, owner: Hashable, task_id: object, key: str, response: InputResponse) -> str | None:
+        """Deliver the client's answer to the question ``key`` the task waits on.
+
+        Returns ``None`` when delivered, or one sentence saying why not (no such task,
+        or it waits on no question of that key).
+        """
+        task = self.get(owner, task_id)
+        if task is None:
+            return f"There is no task {_shown(task_id)} for this client."
+        question, pending = task.question, task._answer
+        if question is None or pending is None:
+            return f'Task {_shown(task_id)} (tool "{task.tool_name}") is {task.status} and asks for no input.'
+        if question.request.key != key:
+            return (
+                f'Task {_shown(task_id)} (tool "{task.tool_name}") asks for input "{question.request.key}", '
+                f"not {_shown(key)}."
+            )
+        event, answered = pending
+        if not answered:
+            answered.append(response)
+            event.set()
+        return None
+
+    # -- expiry --------------------------------------------------------------------------------
+    def sweep(self) -> int:
+        """Free every task whose ttl has passed (aborting one still running); returns how many."""
+        now = self.clock()
+        expiry, freed = self._expiry, 0
+        while expiry and expiry[0][0] <= now:
+            _, _, task_id = heapq.heappop(expiry)
+            task = self.store.remove(task_id)
+            if task is None:
+                continue
+            freed += 1
+            if task.call is not None and not task.final:
+                task.call.cancel(CANCELLED)
+            task.call = None
+        return freed
+
+
+def _start_call(
+    app: App, task: Task, name: str, args: Mapping[str, Any] | None, request_info: Any, channel: InputChannel
+) -> Call:
+    """The one place a task's call is started (detached: it outlives the request that made the task)."""
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.message and not task.final:
+            task._update(task.status, event.message)
+
+    call = app.start(name, args, on_progress=on_progress, request_info=request_info, channel=channel)
+    if call.settled:
+        _settled(task, call)
+    else:
+        call.watch(lambda changed: _settled(task, changed) if changed.settled else None)
+    return call
+
+
+def _settled(task: Task, call: Call) -> None:
+    """Move the task to the final status its call settled with."""
+    result = call.result
+    if result is None or task.final:
+        return
+    if call.status == CallStatus.CANCELLED:
+        task._update(TaskStatus.CANCELLED, "The task was cancelled; its call was aborted.")
+    elif result.error is not None:
+        task._update(TaskStatus.FAILED, result.error.message)
+    else:
+        task._update(TaskStatus.COMPLETED, task.status_message, keep_message=True)
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_BY_APP: weakref.WeakKeyDictionary[App, Tasks] = weakref.WeakKeyDictionary()
+
+
+def tasks_of(app: App) -> Tasks:
+    """The tasks of ``app``, made on first use: every server of the app and the notebook share them."""
+    tasks = _BY_APP.get(app)
+    if tasks is None:
+        tasks = _BY_APP[app] = Tasks(app)
+    return tasks

@@ -1,0 +1,434 @@
+"""Tasks over MCP, both eras (SPEC 10): the engine's ``Tasks`` on the wire.
+
+* **2025-11-25** (the spec's experimental tasks utility): the handshake declares
+  ``capabilities.tasks``; a ``tools/call`` carrying ``task: {ttl}`` for a task tool
+  answers ``CreateTaskResult`` at once; ``tasks/get``, ``tasks/result`` (waits for the
+  end; the result carries the related-task ``_meta``), ``tasks/list`` and
+  ``tasks/cancel``; ``notifications/tasks/status`` on every change. A question the
+  call asks goes to the client as ``elicitation/create`` over the ``tasks/result``
+  request the client makes when it sees ``input_required`` (as SEP-1686 clients do).
+* **2026-07-28** (extension ``io.modelcontextprotocol/tasks``, draft at
+  ``modelcontextprotocol/experimental-ext-tasks@07bf500``): advertised in
+  ``server/discover``; a task only when the request's own client capabilities carry
+  the extension; a flat ``CreateTaskResult`` (``resultType: "task"``); ``tasks/get``
+  inlines the result, the error or the input requests; ``tasks/update`` carries the
+  answers; ``tasks/cancel`` acknowledges.
+
+Both are installed with ``install(server, tasks)`` from the SDK's public seams: a
+server middleware (the 2025 ``CreateTaskResult`` is not a ``CallToolResult``, so it
+cannot come from the ``tools/call`` handler, whose result the SDK sieves), request
+handlers for ``tasks/*``, and ``server.extensions``.
+
+Owners: a task belongs to the client identity of the bearer token that created it
+(``AccessToken.client_id``); on stdio and unauthenticated HTTP everybody is the one
+anonymous owner. Another token gets "no such task" for everything, as SPEC 10 says.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, cast
+
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
+from ..engine._jobs import started_sentence, task_owner
+from ..engine._tasks import MAX_TTL
+from .convert import result_to_wire
+from .elicitation import declared_modes, form_schema, mode_of
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+
+log = logging.getLogger("fusion_nb")
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+"""The 2026-07-28 tasks extension's identifier (SEP-2663)."""
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""The 2025-11-25 ``_meta`` key tying a message to its task."""
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+MISSING_CAPABILITY = -32003
+"""The draft extension's "Missing required client capability" code (the SDK's constant, -32021, is the core one)."""
+DRAFT_COMMIT = "07bf500dbf5d2d13698240eef04f2c9a98790150"
+"""The commit of ``modelcontextprotocol/experimental-ext-tasks`` whose draft this module implements."""
+
+LEGACY_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+class TaskParams(types.RequestParams):
+    """Params of every ``tasks/*`` request, read leniently: the handler checks them and says what is wrong."""
+
+    task_id: Any = None
+    input_responses: Any = None
+    cursor: Any = None
+
+
+def owner_of(ctx: ServerRequestContext[Any, Any]) -> Hashable:
+    """The client identity a task belongs to: the verified token's ``client_id`` (``None``: anonymous)."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    return token.client_id if token is not None else None
+
+
+def opted_in(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a 2026 request's own client capabilities carry the tasks extension."""
+    capabilities = ctx.session.client_capabilities
+    extensions = capabilities.extensions if capabilities is not None else None
+    if extensions and EXTENSION in extensions:
+        return True
+    meta = ctx.meta or {}
+    declared = cast("dict[str, Any]", meta).get(CLIENT_CAPABILITIES)
+    return isinstance(declared, dict) and EXTENSION in (declared.get("extensions") or {})
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _task_wire(task: Task, status: str, ttl_key: str, poll_key: str) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "taskId": task.id,
+        "status": status,
+        "createdAt": task.created_at,
+        "lastUpdatedAt": task.updated_at,
+        ttl_key: _ms(task.ttl),
+        poll_key: _ms(task.poll_interval),
+    }
+    if task.status_message:
+        wire["statusMessage"] = task.status_message
+    return wire
+
+
+def legacy_task(task: Task) -> dict[str, Any]:
+    """The 2025-11-25 ``Task`` object."""
+    return _task_wire(task, str(task.status), "ttl", "pollInterval")
+
+
+def modern_task(task: Task) -> dict[str, Any]:
+    """The 2026 draft's ``Task`` (flat, ``ttlMs``/``pollIntervalMs``).
+
+    A tool that failed is ``completed`` with its ``isError`` result, as the draft
+    requires (``failed`` is only for protocol errors, which a fusion-nb call never ends with).
+    """
+    status = "completed" if task.status == TaskStatus.FAILED else str(task.status)
+    return _task_wire(task, status, "ttlMs", "pollIntervalMs")
+
+
+def _call_result(task: Task, modern: bool) -> dict[str, Any]:
+    result = task.result or CallResult.failure(
+        ToolError("CANCELLED", f'Task "{task.id}" of tool "{task.tool_name}" has no result.')
+    )
+    call = task.call
+    tool = call.tool if call is not None else None
+    return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern)
+
+
+def _elicitation(request: InputRequest, task_id: str | None) -> dict[str, Any]:
+    """An input request as ``elicitation/create`` params (tied to the task on 2025)."""
+    params: dict[str, Any]
+    if request.kind == "url":
+        params = {"mode": "url", "message": request.message, "url": request.url}
+    else:
+        params = {"mode": "form", "message": request.message, "requestedSchema": form_schema(request)}
+    if task_id is not None:
+        params["_meta"] = {RELATED_TASK: {"taskId": task_id}}
+    return params
+
+
+def detailed_task(task: Task) -> dict[str, Any]:
+    """The 2026 ``tasks/get`` answer: the task with its result or its input requests inlined."""
+    wire = modern_task(task)
+    if task.final and task.status != TaskStatus.CANCELLED:
+        wire["result"] = _call_result(task, modern=True)
+    question = task.question
+    if task.status == TaskStatus.INPUT_REQUIRED and question is not None:
+        request = question.request
+        wire["inputRequests"] = {request.key: {"method": "elicitation/create", "params": _elicitation(request, None)}}
+    return wire
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=message)
+
+
+def _task_id(method: str, params: TaskParams) -> str:
+    task_id = params.task_id
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 200:
+        shown = repr(task_id)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise _invalid(f"{method} needs params.taskId, the id string of a task; got {shown}.")
+    return task_id
+
+
+def _not_found(method: str, task_id: str) -> MCPError:
+    shown = task_id if len(task_id) <= 40 else task_id[:37] + "..."
+    return _invalid(
+        f'{method}: there is no task "{shown}" for this client '
+        "(it never existed, has expired, or belongs to another token)."
+    )
+
+
+def requested_ttl(name: str, task_param: object) -> float | None:
+    """The ttl (seconds) a 2025 ``params.task`` asks for; ``None`` for the tool's own. Raises one sentence."""
+    if not isinstance(task_param, dict):
+        raise _invalid(
+            f'Tool "{name}": params.task must be an object such as {{"ttl": 60000}}; got {task_param!r:.60}.'
+        )
+    ttl = task_param.get("ttl")
+    if ttl is None:
+        return None
+    limit = _ms(MAX_TTL)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1000 <= ttl <= limit:
+        raise _invalid(
+            f'Tool "{name}": params.task.ttl must be a whole number of milliseconds '
+            f"from 1000 to {limit}; got {ttl!r:.40}."
+        )
+    return ttl / 1000
+
+
+def _can_answer(ctx: ServerRequestContext[Any, Any]) -> Any:
+    modes = declared_modes(ctx.session.client_capabilities)
+    return lambda request: mode_of(request) in modes
+
+
+class TaskWire:
+    """The middleware and ``tasks/*`` handlers of one server over one app's ``Tasks``."""
+
+    def __init__(self, tasks: Tasks, *, heartbeat: float = 15.0) -> None:
+        self.tasks = tasks
+        #: seconds between heartbeat progress notifications of a task tool run as a plain call
+        self.heartbeat = heartbeat
+
+    # -- middleware: the handshake and task creation -------------------------------------------
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Declare the 2025 capability; turn a task-augmented ``tools/call`` into a task."""
+        method = ctx.method
+        if method == "tools/call":
+            owner = task_owner.set(owner_of(ctx))  # (the job tools read it)
+            try:
+                return await self._tools_call(ctx, call_next)
+            finally:
+                task_owner.reset(owner)
+        if method == "initialize":
+            result = await call_next(ctx)
+            if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
+                result["capabilities"]["tasks"] = LEGACY_CAPABILITY
+            return result
+        return await call_next(ctx)
+
+    async def _tools_call(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params or {}
+        name = params.get("name")
+        tool = self.tasks.app.get(name) if isinstance(name, str) else None
+        options = tool.task if tool is not None else None
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern:
+            if options is not None and opted_in(ctx):
+                created = self._create(ctx, str(name), params.get("arguments"), None)
+                if isinstance(created, dict):
+                    return created
+                return {"resultType": "task", **modern_task(created)}
+            if options is not None and self.tasks.job_wait is not None:
+                return self._job(ctx, str(name), params.get("arguments"))
+            if options is not None and options.required:
+                raise MCPError(
+                    code=MISSING_CAPABILITY,
+                    message=f'Tool "{name}" runs only as a task, and this request did not declare the '
+                    f"{EXTENSION} extension in its client capabilities.",
+                    data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+                )
+            return await call_next(ctx)
+        task_param = params.get("task")
+        if task_param is not None and isinstance(name, str):
+            if options is None:
+                raise _invalid(
+                    f'Tool "{name}" does not run as a task (its taskSupport is "forbidden"); '
+                    "call it without params.task."
+                )
+            created = self._create(ctx, name, params.get("arguments"), requested_ttl(name, task_param))
+            if isinstance(created, dict):
+                return created
+            self._notify_status(ctx, created)
+            return {"task": legacy_task(created)}
+        if options is not None and self.tasks.job_wait is not None:
+            return self._job(ctx, str(name), params.get("arguments"))
+        if options is not None and options.required:
+            return _refusal(
+                ToolError(
+                    "TASK_REQUIRED",
+                    f'Tool "{name}" runs only as a task, and this call did not ask for one.',
+                    recovery='Call it with params.task (e.g. {"ttl": 600000}) from a client that supports '
+                    "MCP tasks, or ask the server's owner to enable job tools.",
+                )
+            )
+        return await call_next(ctx)
+
+    def _create(
+        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, ttl: float | None
+    ) -> Task | dict[str, Any]:
+        """The new task, or the tool error result that says why none was made (bounds, arguments)."""
+        from .server import RequestInfo, calling_client, client_label  # (server imports this module)
+
+        app = self.tasks.app
+        args = arguments if isinstance(arguments, dict) or arguments is None else {"": arguments}
+        info = RequestInfo(ctx) if app.context_factory is not None else None
+        calling = calling_client.set(f"{client_label(ctx) or 'client'} task")  # the activity panel's origin
+        try:
+            return self.tasks.create(owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx))
+        except ToolError as error:
+            return _refusal(error)
+        finally:
+            calling_client.reset(calling)
+
+    def _job(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object) -> dict[str, Any]:
+        """Job tools: start the task and answer at once with its id and what to call next."""
+        created = self._create(ctx, name, arguments, None)
+        if isinstance(created, dict):
+            return created
+        assert self.tasks.job_wait is not None
+        wire = result_to_wire(
+            CallResult(content=[{"type": "text", "text": started_sentence(created, self.tasks.job_wait)}]),
+            has_output_schema=True,
+            modern=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS,
+        )
+        return wire
+
+    def _notify_status(self, ctx: ServerRequestContext[Any, Any], task: Task) -> None:
+        """Send ``notifications/tasks/status`` on the creating connection after every change (2025)."""
+        session = ctx.session
+        if not session.can_send_request:
+            return  # stateless HTTP: no channel outlives the request
+
+        sent = (task.status, task.status_message, task.updated)  # what the CreateTaskResult said
+
+        async def send() -> None:
+            nonlocal sent
+            while True:
+                state = (task.status, task.status_message, task.updated)
+                if state != sent:
+                    sent = state
+                    notification = types.TaskStatusNotification(
+                        params=types.TaskStatusNotificationParams.model_validate(legacy_task(task))
+                    )
+                    try:
+                        await session.send_notification(cast("types.ServerNotification", notification))
+                    except Exception:
+                        return  # the client went away: it polls or it is gone
+                if task.final:
+                    return
+                await task.wait_change()
+
+        spawn(send, name=f"fusion-nb task status {task.tool_name}")
+
+    # -- tasks/* handlers ------------------------------------------------------------------------
+    def _find(self, ctx: ServerRequestContext[Any, Any], method: str, params: TaskParams) -> Task:
+        task_id = _task_id(method, params)
+        task = self.tasks.get(owner_of(ctx), task_id)
+        if task is None:
+            raise _not_found(method, task_id)
+        return task
+
+    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        """``tasks/get``: the task (2025), or the task with its result or questions inlined (2026)."""
+        task = self._find(ctx, "tasks/get", params)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {"resultType": "complete", **detailed_task(task)}
+        return legacy_task(task)
+
+    async def result(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        """``tasks/result`` (2025): wait for the end, asking the task's questions on the way; the call's result."""
+        task = self._find(ctx, "tasks/result", params)
+        asked = None
+        while not task.final:
+            question = task.question
+            if question is not None and question is not asked:  # (an invalid answer is asked anew)
+                asked = question
+                await self._ask(ctx, task, question.request)
+            else:
+                await task.wait_change()
+        result = _call_result(task, modern=False)
+        result["_meta"] = {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": task.id}}
+        return result
+
+    async def _ask(self, ctx: ServerRequestContext[Any, Any], task: Task, request: InputRequest) -> None:
+        """Put the task's question to the client over this request, and hand its answer to the task."""
+        elicit = types.ElicitRequest(
+            params=types.ElicitRequestURLParams.model_validate(_elicitation(request, task.id))
+            if request.kind == "url"
+            else types.ElicitRequestFormParams.model_validate(_elicitation(request, task.id))
+        )
+        try:
+            answer = await ctx.session.send_request(
+                elicit, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+            )
+            response = InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
+        except MCPError:
+            response = InputResponse("cancel")
+        self.tasks.answer(task.owner, task.id, request.key, response)
+
+    async def list(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        """``tasks/list`` (2025): this client's tasks only, in one page."""
+        return {"tasks": [legacy_task(task) for task in self.tasks.list(owner_of(ctx))]}
+
+    async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        """``tasks/cancel``: abort the task's call; the task (2025) or an empty acknowledgement (2026)."""
+        task = self._find(ctx, "tasks/cancel", params)
+        if task.final and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            raise _invalid(f'tasks/cancel: task "{task.id}" has already ended ({task.status}); it cannot be cancelled.')
+        self.tasks.cancel(task.owner, task.id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return {"resultType": "complete"}
+        return legacy_task(task)
+
+    async def update(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        """``tasks/update`` (2026): the client's answers to the task's input requests."""
+        task = self._find(ctx, "tasks/update", params)
+        responses = params.input_responses
+        if not isinstance(responses, dict) or not responses:
+            raise _invalid(
+                'tasks/update needs params.inputResponses, an object such as {"confirm": {"action": "accept", '
+                f'"content": {{...}}}}; got {responses!r:.60}.'
+            )
+        refusals = []
+        for key, answer in responses.items():
+            try:
+                elicited = types.ElicitResult.model_validate(answer)
+            except ValueError:
+                raise _invalid(
+                    f'tasks/update: inputResponses["{key:.40}"] must be an elicitation answer '
+                    '{"action": "accept" | "decline" | "cancel", "content": {...}}.'
+                ) from None
+            response = InputResponse(elicited.action, dict(elicited.content) if elicited.content is not None else None)
+            refusal = self.tasks.answer(task.owner, task.id, str(key), response)
+            if refusal is not None:
+                refusals.append(refusal)
+        if len(refusals) == len(responses):
+            raise _invalid(f"tasks/update: {refusals[0]}")
+        return {"resultType": "complete"}
+
+
+def _refusal(error: ToolError) -> dict[str, Any]:
+    return result_to_wire(CallResult.failure(error), has_output_schema=True)
+
+
+def install(server: Server[Any], tasks: Tasks, *, heartbeat: float = 15.0) -> TaskWire:
+    """Serve ``tasks`` from ``server``: the middleware (innermost), the ``tasks/*`` handlers, the 2026 extension."""
+    wire = TaskWire(tasks, heartbeat=heartbeat)
+    server.middleware.append(wire)
+    for method, handler in (
+        ("tasks/get", wire.get),
+        ("tasks/result", wire.result),
+        ("tasks/list", wire.list),
+        ("tasks/cancel", wire.cancel),
+        ("tasks/update", wire.update),
+    ):
+        server.add_request_handler(method, TaskParams, handler)
+    server.extensions[EXTENSION] = {}
+    return wire
