@@ -38,6 +38,7 @@ from ._interactive import (
 )
 from ._middleware import Middleware
 from ._present import present
+from ._request import CallRequest
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
@@ -62,6 +63,7 @@ __all__ = [
     "BoundTool",
     "BuilderFactory",
     "Call",
+    "CallRequest",
     "CallResult",
     "CallStatus",
     "Context",
