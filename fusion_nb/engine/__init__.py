@@ -7,6 +7,7 @@ docs/architecture.md for the modules in import order and one call followed throu
 
 from ._app import App, EngineStats, gating_calls
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
+from ._backends import Backend, Cancellable, Interruptible, current_backend
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
@@ -60,12 +61,14 @@ __all__ = [
     "Aborted",
     "App",
     "AskField",
+    "Backend",
     "BoundTool",
     "BuilderFactory",
     "Call",
     "CallRequest",
     "CallResult",
     "CallStatus",
+    "Cancellable",
     "Context",
     "DeferToClient",
     "EngineStats",
@@ -74,6 +77,7 @@ __all__ = [
     "InputQuestion",
     "InputRequest",
     "InputResponse",
+    "Interruptible",
     "Middleware",
     "NoChannel",
     "ProgressEvent",
@@ -83,6 +87,7 @@ __all__ = [
     "ToolBuilder",
     "ToolError",
     "ask",
+    "current_backend",
     "fields_from_schema",
     "form_schema",
     "gating_calls",

@@ -27,6 +27,7 @@ from ._threads import ThreadPool
 from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
+_new_request = tuple.__new__  # (every field given: the namedtuple's own ``__new__`` is one more frame per call)
 
 
 @functools.cache
@@ -252,15 +253,16 @@ class App:
         built raises ``TypeError`` (a host's bug); a tool that does not exist, or
         arguments that do not fit it, are the call's own result when it runs.
         """
-        if not isinstance(name, str):
-            raise bad_request("request", f"the tool name must be a string, got {type(name).__name__}.")
-        if answers is not None:
-            if channel is not None:
-                raise bad_request("request", f"call {name!r} got both answers and channel; give one of them.")
-            channel = ScriptedAnswers(answers)
-        if response is not None and resume is None:
-            raise bad_request("request", f"call {name!r} got a response but no resume (the continuation it answers).")
-        return CallRequest(name, args, on_progress, channel, request_info, resume, response)
+        if type(name) is not str or answers is not None or response is not None:  # (one test on the common path)
+            if not isinstance(name, str):
+                raise bad_request("request", f"the tool name must be a string, got {type(name).__name__}.")
+            if answers is not None:
+                if channel is not None:
+                    raise bad_request("request", f"call {name!r} got both answers and channel; give one of them.")
+                channel = ScriptedAnswers(answers)
+            if response is not None and resume is None:
+                raise bad_request("request", f"call {name!r} got a response but no resume (its continuation).")
+        return _new_request(CallRequest, (name, args, on_progress, channel, request_info, resume, response))
 
     def start(
         self,
@@ -275,13 +277,9 @@ class App:
         ``app.start(name, args, on_progress=..., answers=...)``, or ``app.start(request)``
         with a request from ``app.request(...)`` (any other option lives there).
         """
-        if not isinstance(request, CallRequest):
-            request = CallRequest(
-                request,  # (a name; ``_prepare`` refuses one that is not a string)
-                args,
-                on_progress,
-                ScriptedAnswers(answers) if answers is not None else None,
-            )
+        if not isinstance(request, CallRequest):  # a name (``_prepare`` refuses one that is not a string)
+            channel = ScriptedAnswers(answers) if answers is not None else None
+            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None))
         elif args is not None or on_progress is not None or answers is not None:
             raise bad_request("start", "a request comes alone; its options belong in the request.")
         prepared = self._prepare(request)
@@ -303,15 +301,16 @@ class App:
         return await self.start(name, args, on_progress=on_progress, answers=answers).wait()
 
     async def run(self, request: CallRequest) -> CallResult:
-        """Run ``request`` in the awaiting task and return its result (transports: no detached worker).
+        """Run ``request`` in the awaiting task, to its result (transports: no detached worker).
 
         For callers whose answer goes nowhere once they are cancelled (an MCP
         request). Cancelling the awaiting task aborts the call; an abort from
         elsewhere is answered once the handler has unwound. Tools with a timeout and
-        sync tools still run detached (their timer and thread need a worker), awaited here.
+        sync tools still run detached (their timer and thread need a worker), awaited
+        here.
         """
         prepared = self._prepare(request)
-        if type(prepared) is Call:
+        if type(prepared) is Call:  # refused before it could run: settled already
             result = prepared.result
             assert result is not None
             return result

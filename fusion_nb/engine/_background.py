@@ -12,20 +12,26 @@ backend's helpers under the names the engine uses.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
-from ._backends import Cancellable, Event, current_backend, guarded
+from ._backends import Cancellable, Event, current_backend, guarded, new_event
+from ._backends import spawn as spawn_job
 
 T = TypeVar("T")
 
-__all__ = ["Detached", "Event", "Workers", "current_backend", "new_event", "nothing", "spawn", "wait_through_cancel"]
-
-
-def new_event() -> Event:
-    """A one-shot event of the running loop (cheaper than ``anyio.Event()``, which looks the backend up each time)."""
-    return current_backend().new_event()
+__all__ = [
+    "Detached",
+    "Event",
+    "Finisher",
+    "Workers",
+    "current_backend",
+    "new_event",
+    "nothing",
+    "spawn",
+    "wait_through_cancel",
+]
 
 
 async def wait_through_cancel(work: Awaitable[T], on_cancel: Callable[[], None]) -> T:
@@ -38,19 +44,14 @@ def nothing() -> None:
 
 
 class Detached:
-    """Handle of one detached task: ``cancel()`` it, see whether it is ``done``.
+    """Handle of one detached task (``spawn``): ``cancel()`` it, see whether it is ``done``; then ``on_done``."""
 
-    When it finishes it leaves ``members`` (the set that counts it, if any) and runs
-    ``on_done``; one object per task, no closures.
-    """
+    __slots__ = ("_job", "_on_done", "done")
 
-    __slots__ = ("_job", "_members", "_on_done", "done")
-
-    def __init__(self, on_done: Callable[[], None] | None = None, members: Workers | None = None) -> None:
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
         self._job: Cancellable | None = None
         self.done = False
         self._on_done = on_done
-        self._members = members
 
     def cancel(self) -> None:
         """Cancel the task once, the backend's way (it may still clean up)."""
@@ -63,9 +64,6 @@ class Detached:
         on_done, self._on_done = self._on_done, None  # (it may refer back to this handle)
         if on_done is not None:
             on_done()
-        members, self._members = self._members, None
-        if members is not None:
-            members.left(self)
 
 
 def spawn(
@@ -73,32 +71,39 @@ def spawn(
     name: str,
     on_done: Callable[[], None] | None = None,
     guard: bool = True,
-    members: Workers | None = None,
 ) -> Detached:
     """Run ``fn()`` detached in a copy of the current context.
 
     Anything escaping ``fn`` is logged, never raised (``guard=False``: ``fn``
     promises to let nothing but cancellation escape, and saves the guard's frame).
-    ``on_done`` runs on the loop once the task has finished, whatever the outcome;
-    then the task leaves ``members``.
+    ``on_done`` runs on the loop once the task has finished, whatever the outcome.
     """
-    handle = Detached(on_done, members)
-    handle._job = current_backend().spawn(guarded(fn, name) if guard else fn(), name, handle._finished)
+    handle = Detached(on_done)
+    handle._job = spawn_job(guarded(fn, name) if guard else fn(), name, handle._finished)
     return handle
+
+
+class Finisher(Protocol):
+    """Who hears that its detached task ended (a call's runner: it releases the call's slots then)."""
+
+    def worker_finished(self) -> None: ...
 
 
 class Workers:
     """The detached tasks of one app, counted until they end, with a shared idle event.
 
     ``background_tasks`` and ``wait_background`` read it; the calls' runners spawn
-    through it, so nothing of a call can outlive the count.
+    through it, so nothing of a call can outlive the count. A task is kept with its
+    ``Finisher`` (no handle and no callback made per task: every in-flight call
+    holds what its task holds).
     """
 
-    __slots__ = ("_idle", "_tasks")
+    __slots__ = ("_idle", "_left", "_tasks")
 
     def __init__(self) -> None:
-        self._tasks: set[Detached] = set()
+        self._tasks: dict[Cancellable, Finisher | None] = {}
         self._idle: anyio.Event | None = None
+        self._left = self._leave  # one bound method for every task
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -107,17 +112,23 @@ class Workers:
         self,
         fn: Callable[[], Coroutine[Any, Any, Any]],
         name: str,
-        on_done: Callable[[], None] | None = None,
+        finisher: Finisher | None = None,
         guard: bool = True,
-    ) -> Detached:
-        """Start ``fn`` detached (see ``spawn``); it is counted until it has finished."""
-        handle = spawn(fn, name, on_done, guard, self)
-        self._tasks.add(handle)  # (no task finishes before this: its end is a loop callback)
-        return handle
+    ) -> Cancellable:
+        """Start ``fn`` detached (see ``spawn``); it is counted until it has finished, then ``finisher`` hears."""
+        job = spawn_job(guarded(fn, name) if guard else fn(), name, self._left)
+        self._tasks[job] = finisher  # (no task finishes before this: its end is a loop callback)
+        return job
 
-    def left(self, handle: Detached) -> None:
-        """``handle``'s task has finished: it no longer counts (the idle waiters wake with the last)."""
-        self._tasks.discard(handle)
+    def running(self, job: Cancellable) -> bool:
+        """Whether ``job`` (what ``spawn`` returned) has not finished yet."""
+        return job in self._tasks
+
+    def _leave(self, job: Cancellable) -> None:
+        finisher = self._tasks.get(job)
+        if finisher is not None:
+            finisher.worker_finished()
+        self._tasks.pop(job, None)
         if not self._tasks and self._idle is not None:
             self._idle.set()
 

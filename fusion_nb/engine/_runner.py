@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from ._backends import Interruptible, current_backend
-from ._background import Detached, Event, Workers, new_event
+from ._backends import Cancellable, Interruptible, current_backend, interruptible
+from ._background import Event, Workers, new_event
 from ._call import CANCELLED_STATUS, DONE, FAILED, RUNNING, WAITING, Call, CallStatus
 from ._channel import DEFER, InputChannel, as_response
 from ._context import Context
@@ -202,7 +202,7 @@ class Runner:
         self.ctx = Context(call_id, plan.tool, app, call.signal, state, value)
         self._held: list[Slots] | None = None
         self._turn: tuple[Slots, Event] | None = None
-        self._worker: Detached | None = None
+        self._worker: Cancellable | None = None
         self._worker_done: Event | None = None
         self._cut: Interruptible | None = None
 
@@ -232,7 +232,7 @@ class Runner:
             timed = self.plan.tool.timeout is not None
             # ``_work`` lets nothing but cancellation escape (no guard frame); a task group might
             self._worker = self.settings.workers.spawn(
-                self._timed_work if timed else self._work, self.plan.task_name, self._worker_finished, timed
+                self._timed_work if timed else self._work, self.plan.task_name, self, timed
             )
 
     async def run_inline(self) -> CallResult:
@@ -240,21 +240,23 @@ class Runner:
 
         For callers whose answer goes nowhere once they are cancelled (an MCP request:
         the SDK sends no response to a cancelled request). An abort from elsewhere
-        cancels the pipeline (the backend's ``Interruptible``, taken back here); the
+        cancels the pipeline (the backend's ``Interruptible``: taken back as it exits); the
         answer then follows the handler's unwinding. Cancelling the awaiting task
         aborts the call, as for ``Call.wait``.
         """
         call = self.call
         if self._begin():
-            cut = self._cut = current_backend().interruptible()
+            cut = self._cut = interruptible()
             try:
-                await cut.run(self._work)
+                with cut:
+                    await self._work()
             except BaseException:
                 call.cancel(CANCELLED)  # the caller's own cancellation (or a crash of ours): settled once
                 raise
             finally:
                 self._cut = None
-                self._release_all()
+                if self._held is not None or self._turn is not None:  # (``_work`` released them unless it raised)
+                    self._release_all()
                 call.mark_stopped()
         result = call.result
         assert result is not None  # ``_work`` settles, or the abort that ended it did
@@ -267,7 +269,7 @@ class Runner:
         if self._cut is not None:
             self._cut.cancel()
         worker = self._worker
-        if worker is not None and not worker.done:
+        if worker is not None and self.settings.workers.running(worker):
             worker.cancel()
             self._worker_done = new_event()
             self.settings.workers.spawn(self._watch_cleanup, name=f"fusion-nb cleanup watch {self.plan.tool.name}")
@@ -318,7 +320,8 @@ class Runner:
             while held:
                 held.pop().release()
 
-    def _worker_finished(self) -> None:
+    def worker_finished(self) -> None:
+        """The call's detached task has ended (``Workers`` says so): its slots go back, its body has stopped."""
         self._release_all()
         self.call.mark_stopped()
         if self._worker_done is not None:
@@ -374,8 +377,9 @@ class Runner:
             if failed is _UNWOUND:
                 return
             result = failed
-        self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, _status_of(result))
+        if self._held is not None or self._turn is not None:
+            self._release_all()  # the body has stopped: the next caller finds its slot free
+        call.settle(result, _status_of(result) if result.is_error else DONE)
 
     async def _wait_turn(self) -> None:
         queued = self._turn

@@ -34,30 +34,39 @@ class Event(Protocol):
 class Cancellable(Protocol):
     """Anything with ``cancel()``: an asyncio task, a trio cancel scope, a timer handle."""
 
-    def cancel(self) -> Any: ...
+    def cancel(self) -> Any:
+        """Cancel it (a no-op once it has ended)."""
 
 
 class Interruptible(ABC):
-    """Runs an awaitable in the current task so that ``cancel()`` from elsewhere ends it.
+    """A block of the current task that ``cancel()`` from elsewhere can end: ``with cut: await ...``.
 
-    The cancellation this causes is taken back when ``run`` returns (it returns True
-    then); any other cancellation (the task's own caller's) propagates. Made in the
-    task that will call ``run``; one ``run`` per object.
+    The cancellation this causes is taken back as the block exits (``cancelled_caught``
+    then says so); any other cancellation (the task's own caller's) propagates. A
+    context manager, not a wrapper coroutine: it costs no frame on the call path.
+    Made in the task that enters it; entered once.
     """
 
     __slots__ = ()
 
     @abstractmethod
-    async def run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
-        """Await ``fn(*args)``; True if ``cancel`` ended it."""
+    def __enter__(self) -> Interruptible: ...
+
+    @abstractmethod
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool: ...
+
+    @property
+    @abstractmethod
+    def cancelled_caught(self) -> bool:
+        """Whether ``cancel`` ended the block (its cancellation was taken back)."""
 
     @abstractmethod
     def cancel(self) -> None:
-        """End the run from another task or a loop callback (a no-op once it has ended)."""
+        """End the block from another task or a loop callback (a no-op once it has exited)."""
 
     @abstractmethod
     async def cancel_here(self) -> None:
-        """End the run from inside it (its own task): raises the cancellation ``run`` takes back."""
+        """End the block from inside it (its own task): raises the cancellation the block takes back."""
 
 
 class Backend(ABC):
@@ -68,16 +77,20 @@ class Backend(ABC):
     name: str
 
     @abstractmethod
+    def loop_token(self) -> object:
+        """What identifies the running loop (a key for state kept per loop, such as a periodic timer)."""
+
+    @abstractmethod
     def new_event(self) -> Event:
         """A one-shot event of this loop (made per waited call: cheap matters)."""
 
     @abstractmethod
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
-        """Run ``coro`` detached (it outlives the caller) in a copy of the context; ``on_done(_)`` once it ended.
+        """Run ``coro`` detached (it outlives the caller) in a copy of the context; ``on_done(job)`` once it ended.
 
-        ``on_done`` (whose one argument means nothing) runs on the loop whatever the
-        outcome, also for a task cancelled before its first step. Returns what
-        cancels the task (it may still clean up).
+        ``job`` is what this returns: what cancels the task (it may still clean up).
+        ``on_done`` runs on the loop whatever the outcome, also for a task cancelled
+        before its first step.
         """
 
     @abstractmethod
@@ -152,6 +165,43 @@ def current_backend() -> Backend:
     return TRIO
 
 
-from ._asyncio import ASYNCIO  # noqa: E402  (the default backend needs the interface above)
+# What every call does, in one step each: ``current_backend().x(...)`` with the lookup
+# and the method dispatch saved on asyncio (benchmarks/engine.py times the call path).
 
-__all__ = ["Backend", "Cancellable", "Event", "Interruptible", "current_backend", "guarded"]
+
+def interruptible() -> Interruptible:
+    """``current_backend().interruptible()`` (an inline call makes one)."""
+    if _get_running_loop() is not None:
+        return task_cut()
+    return current_backend().interruptible()
+
+
+def new_event() -> Event:
+    """``current_backend().new_event()`` (a waited call makes one)."""
+    loop = _get_running_loop()
+    if loop is not None:
+        return LoopFlag(loop)
+    return current_backend().new_event()
+
+
+def spawn(coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+    """``current_backend().spawn(...)`` (a detached call makes one)."""
+    loop = _get_running_loop()
+    if loop is not None:
+        return spawn_task(loop, coro, name, on_done)
+    return current_backend().spawn(coro, name, on_done)
+
+
+from ._asyncio import ASYNCIO, LoopFlag, spawn_task, task_cut  # noqa: E402  (they need the interface above)
+
+__all__ = [
+    "Backend",
+    "Cancellable",
+    "Event",
+    "Interruptible",
+    "current_backend",
+    "guarded",
+    "interruptible",
+    "new_event",
+    "spawn",
+]

@@ -68,16 +68,16 @@ class LoopFlag:
 
 
 # the states of a ``TaskCut``
-_ARMED, _CANCELLED, _ENDED = 0, 1, 2
+_ARMED, _CANCELLED, _ENDED, _CAUGHT = 0, 1, 2, 3
 
 
 class TaskCut(Interruptible):
-    """One native ``task.cancel()``, counted, and taken back (``uncancel``) before ``run`` returns.
+    """One native ``task.cancel()``, counted, and taken back (``uncancel``) as the block exits.
 
-    Cheaper than a cancel scope: nothing is entered or left unless a cancel comes.
-    A ``cancel()`` from the task itself is ignored (its own checks see why it should
+    Cheaper than a cancel scope: nothing is set up unless a cancel comes. A
+    ``cancel()`` from the task itself is ignored (its own checks see why it should
     stop; a cancel requested of the running task could not be taken back on 3.11):
-    inside the run, ``cancel_here`` is the way.
+    inside the block, ``cancel_here`` is the way.
     """
 
     __slots__ = ("_state", "_task")
@@ -86,23 +86,25 @@ class TaskCut(Interruptible):
         self._task = _current_task()
         self._state = _ARMED
 
-    async def run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
-        try:
-            await fn(*args)
-        except asyncio.CancelledError:
-            if self._state != _CANCELLED:
-                raise  # the caller's own cancellation
+    def __enter__(self) -> TaskCut:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if self._state != _CANCELLED:
             self._state = _ENDED
-            assert self._task is not None
-            if self._task.uncancel() > 0:
-                raise  # cancelled by its caller too
-            return True
-        finally:
-            if self._state == _CANCELLED:  # the work swallowed our cancel: balance the count
-                assert self._task is not None
-                self._task.uncancel()
-            self._state = _ENDED
+            return False  # not ours: whatever it is propagates
+        self._state = _ENDED
+        task = self._task
+        assert task is not None
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            self._state = _CAUGHT
+            return task.uncancel() == 0  # (still raised when its caller cancelled it too)
+        task.uncancel()  # the work swallowed our cancel: balance the count
         return False
+
+    @property
+    def cancelled_caught(self) -> bool:
+        return self._state == _CAUGHT
 
     def cancel(self) -> None:
         task = self._task
@@ -121,6 +123,32 @@ class TaskCut(Interruptible):
             await asyncio.sleep(0)  # raises the cancellation just requested
 
 
+_new_cut = object.__new__
+
+
+def spawn_task(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]
+) -> asyncio.Task[Any]:
+    """``AsyncioBackend.spawn`` on ``loop``.
+
+    A task cancelled before its first step never runs its body, so the done
+    callback (not a ``finally``) is what reliably says it finished. It runs in one
+    shared empty context: it reads no context variable, and a copy per task is
+    memory every in-flight call would hold.
+    """
+    task = loop.create_task(coro, name=name)
+    task.add_done_callback(on_done, context=_per_thread.done_context)
+    return task
+
+
+def task_cut() -> TaskCut:
+    """A ``TaskCut`` for the current task, made without an ``__init__`` frame (one per inline call)."""
+    cut: TaskCut = _new_cut(TaskCut)
+    cut._task = _current_task()
+    cut._state = _ARMED
+    return cut
+
+
 class AsyncioBackend(Backend):
     """Backend for any asyncio loop (uvicorn's, ipykernel's through tornado, uvloop)."""
 
@@ -128,18 +156,15 @@ class AsyncioBackend(Backend):
 
     name = "asyncio"
 
+    def loop_token(self) -> object:
+        return _get_running_loop()
+
     def new_event(self) -> LoopFlag:
         # ``anyio.Event()`` looks the backend up on every construction; this is made per waited call
         return LoopFlag(_get_running_loop())
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
-        # A task cancelled before its first step never runs its body, so the done
-        # callback (not a ``finally``) is what reliably says it finished. It runs in
-        # one shared empty context: it reads no context variable, and a copy per task
-        # is memory every in-flight call would hold.
-        task = _get_running_loop().create_task(coro, name=name)
-        task.add_done_callback(on_done, context=_per_thread.done_context)
-        return task
+        return spawn_task(_get_running_loop(), coro, name, on_done)
 
     def start_later(self, fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> Callable[[], None]:
         return _Later(fn, name).stop
@@ -148,7 +173,7 @@ class AsyncioBackend(Backend):
         return _get_running_loop().call_later(delay, callback)
 
     def interruptible(self) -> TaskCut:
-        return TaskCut()
+        return task_cut()
 
     def is_cancellation(self, exc: BaseException) -> bool:
         return isinstance(exc, asyncio.CancelledError)

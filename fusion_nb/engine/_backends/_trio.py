@@ -24,9 +24,15 @@ class ScopeCut(Interruptible):
     def __init__(self) -> None:
         self._scope = trio.CancelScope()
 
-    async def run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
-        with self._scope:
-            await fn(*args)
+    def __enter__(self) -> ScopeCut:
+        self._scope.__enter__()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        return bool(self._scope.__exit__(exc_type, exc, tb))
+
+    @property
+    def cancelled_caught(self) -> bool:
         return self._scope.cancelled_caught
 
     def cancel(self) -> None:
@@ -56,6 +62,9 @@ class TrioBackend(Backend):
 
     name = "trio"
 
+    def loop_token(self) -> object:
+        return trio.lowlevel.current_trio_token()
+
     def new_event(self) -> trio.Event:
         return trio.Event()
 
@@ -70,7 +79,7 @@ class TrioBackend(Backend):
                     except Exception:  # (an exception leaving a system task would crash the run)
                         log.exception("fusion-nb background task %s failed", name)
             finally:
-                on_done(None)
+                on_done(scope)
 
         trio.lowlevel.spawn_system_task(in_scope, name=name, context=contextvars.copy_context())
         return scope
