@@ -18,7 +18,6 @@ itself, so the generator's ``finally`` runs exactly once and never on the loop.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
