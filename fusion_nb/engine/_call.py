@@ -66,13 +66,14 @@ class Call:
 
     # Every in-flight call holds one: what most calls never use is made on first use.
     __slots__ = (
-        "_call_request",
         "_driver",
         "_last_percent",
         "_listeners",
+        "_on_progress",
         "_on_settle",
         "_settled",
         "_stopped",
+        "arguments",
         "body_stopped",
         "id",
         "progress",
@@ -82,6 +83,7 @@ class Call:
         "started_at",
         "status",
         "tool",
+        "tool_name",
     )
 
     def __init__(
@@ -96,7 +98,12 @@ class Call:
         self.id = call_id
         #: the tool called (``None`` when no tool has that name)
         self.tool = tool
-        self._call_request = call_request
+        name = call_request.tool
+        #: the name the call was made with (the tool's, or an unknown one)
+        self.tool_name: str = name if isinstance(name, str) and name else "?"
+        #: the arguments as the caller sent them (before validation), for views and traffic logs
+        self.arguments = call_request.arguments
+        self._on_progress = call_request.on_progress  # (the request itself is not kept: calls are many)
         self.signal = AbortSignal(self)
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
@@ -118,17 +125,6 @@ class Call:
     def failed(cls, call_id: str, tool: Tool | None, call_request: CallRequest, error: ToolError) -> Call:
         """A call refused before it ran (unknown tool, invalid input): settled FAILED already."""
         return cls(call_id, tool, call_request, result=CallResult.failure(error))
-
-    @property
-    def tool_name(self) -> str:
-        """The name the call was made with (the tool's, or an unknown one)."""
-        name = self._call_request.tool
-        return name if isinstance(name, str) and name else "?"
-
-    @property
-    def arguments(self) -> Any:
-        """The arguments as the caller sent them (before validation), for views and traffic logs."""
-        return self._call_request.arguments
 
     # -- observing -------------------------------------------------------------------
     @property
@@ -168,7 +164,7 @@ class Call:
             return
         self._last_percent = percent
         self.progress = event
-        on_progress = self._call_request.on_progress
+        on_progress = self._on_progress
         if on_progress is not None:
             try:
                 on_progress(event)

@@ -348,13 +348,12 @@ class Runner:
 
         Whatever the handler raises, the call settles here (or was settled by its
         abort). Kept to few locals: every in-flight call holds this frame, so the
-        rarer paths (a queue turn, input rounds) live in methods of their own.
+        rarer paths (a queue turn, input rounds, an exception) live in methods of their own.
         """
-        call = self.call
         try:
             if self._turn is not None:
                 await self._wait_turn()
-            call.mark(RUNNING)
+            self.call.mark(RUNNING)
             plan = self.plan
             if plan.direct is not None and self.rounds is None and current_rounds.get() is None:
                 ctx = self.ctx
@@ -366,20 +365,16 @@ class Runner:
             else:
                 value = await self._pipeline(None)
             result = self._present(value)
-        except ToolError as error:
-            result = CallResult.failure(error)
-        except Deferred as deferred:
-            result = CallResult(input_required=deferred.payload)
         except BaseException as exc:
-            failed = self._failed(exc)
-            if failed is None:
+            outcome = self._outcome(exc)
+            if outcome is None:
                 raise  # ours (the call has settled) or the awaiting caller's (its waiter settles it)
-            if failed is _UNWOUND:
+            if outcome is _UNWOUND:
                 return
-            result = failed
+            result = outcome
         if self._held is not None or self._turn is not None:
             self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, _status_of(result) if result.is_error else DONE)
+        self.call.settle(result, _status_of(result) if result.is_error else DONE)
 
     async def _wait_turn(self) -> None:
         queued = self._turn
@@ -435,8 +430,12 @@ class Runner:
             if runner_token is not None:
                 current_runner.reset(runner_token)
 
-    def _failed(self, exc: BaseException) -> CallResult | None:
-        """What an exception out of the pipeline means: ``None`` to re-raise, ``_UNWOUND``, or a crash's result."""
+    def _outcome(self, exc: BaseException) -> CallResult | None:
+        """What an exception out of the pipeline means: a result, ``None`` to re-raise it, or ``_UNWOUND``."""
+        if isinstance(exc, ToolError):
+            return CallResult.failure(exc)
+        if isinstance(exc, Deferred):
+            return CallResult(input_required=exc.payload)
         backend = current_backend()
         if backend.is_cancellation(exc) and not backend.is_foreign_cancellation(exc):
             return None
@@ -516,7 +515,7 @@ class Runner:
         return CallResult(value, content, structured)
 
 
-#: ``_failed``: the aborted call's body has unwound (it settled when it was aborted)
+#: ``_outcome``: the aborted call's body has unwound (it settled when it was aborted)
 _UNWOUND = CallResult()
 
 
