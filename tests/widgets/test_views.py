@@ -355,7 +355,7 @@ async def test_a_view_of_a_settled_call_subscribes_to_nothing(app):
     call = app.start("quick")
     await call.wait()
     view = CallView(call)
-    assert call._listeners == [] and repr(view).startswith("<CallView quick: ✔ done 100% · ")
+    assert not call._listeners and repr(view).startswith("<CallView quick: ✔ done 100% · ")
     assert view.stop_button.layout.display == "none" and "42" not in view.status_line.value
 
 
