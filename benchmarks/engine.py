@@ -95,7 +95,7 @@ async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
         return await app.call("stream", on_progress=lambda e: None)
 
     async def app_echo_inline():
-        return await app.call("echo", {"text": "hi"}, inline=True)
+        return await app.run(app.request("echo", {"text": "hi"}))
 
     async def bare_echo_in_task():
         await in_task(bare_echo)
@@ -126,7 +126,7 @@ async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
     rows.append(
         ("detached call (app.start + wait)", f"{f * 1e6:8.1f} us", f"{f / b:6.2f}x create_task ({b * 1e6:.1f} us)")
     )
-    rows.append(("inline call (app.call inline=True)", f"{min(inline_t) * 1e6:8.1f} us", "target <= 5 us on asyncio"))
+    rows.append(("inline call (app.run(request))", f"{min(inline_t) * 1e6:8.1f} us", "target <= 5 us on asyncio"))
 
     flood_n = 100_000
     for label, listener in (("no listener", None), ("one listener", lambda e: None)):

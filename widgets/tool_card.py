@@ -182,7 +182,7 @@ class ToolCard(w.VBox):
         return self.context.copy().run(self._start, args)
 
     def _start(self, args: dict[str, Any]) -> Call:
-        call = self.app.start(self.tool.name, args, channel=self.channel())
+        call = self.app.start(self.app.request(self.tool.name, args, channel=self.channel()))
         view = CallView(call)
         run = RunView(view)
         self.runs.append(run)

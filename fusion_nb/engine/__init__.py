@@ -7,6 +7,7 @@ docs/architecture.md for the modules in import order and one call followed throu
 
 from ._app import App, EngineStats, gating_calls
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
+from ._backends import Backend, Cancellable, Interruptible, current_backend
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
@@ -39,6 +40,7 @@ from ._interactive import (
 from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
 from ._present import present
+from ._request import CallRequest
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
@@ -61,11 +63,14 @@ __all__ = [
     "Aborted",
     "App",
     "AskField",
+    "Backend",
     "BoundTool",
     "BuilderFactory",
     "Call",
+    "CallRequest",
     "CallResult",
     "CallStatus",
+    "Cancellable",
     "Context",
     "DeferToClient",
     "EngineStats",
@@ -74,6 +79,7 @@ __all__ = [
     "InputQuestion",
     "InputRequest",
     "InputResponse",
+    "Interruptible",
     "MemoryTaskStore",
     "Middleware",
     "NoChannel",
@@ -89,6 +95,7 @@ __all__ = [
     "ToolBuilder",
     "ToolError",
     "ask",
+    "current_backend",
     "enable_job_tools",
     "fields_from_schema",
     "form_schema",

@@ -15,10 +15,11 @@ from typing import Any
 from ._background import Workers
 from ._builder import BuilderFactory
 from ._call import Call
-from ._channel import InputChannel, NoChannel, ScriptedAnswers, as_response
+from ._channel import InputChannel, NoChannel, ScriptedAnswers
 from ._errors import ToolError, internal_error, new_error_id, unknown_tool
-from ._interactive import CANCEL, InputRequest, InputResponse, Rounds, restore
+from ._interactive import InputRequest
 from ._middleware import Middleware
+from ._request import CallRequest, bad_request
 from ._result import CallResult
 from ._runner import Runner, RunSettings, ToolPlan
 from ._streaming import ProgressEvent
@@ -26,6 +27,7 @@ from ._threads import ThreadPool
 from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
+_new_request = tuple.__new__  # (every field given: the namedtuple's own ``__new__`` is one more frame per call)
 
 
 @functools.cache
@@ -229,33 +231,63 @@ class App:
                 log.exception("fusion-nb: a tools-changed listener of app %r failed", self.name)
 
     # -- calls -----------------------------------------------------------------------
-    def start(
+    def request(
         self,
         name: str,
         args: Mapping[str, Any] | None = None,
         *,
         on_progress: Callable[[ProgressEvent], None] | None = None,
-        request_info: Any = None,
         answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
         channel: InputChannel | None = None,
+        request_info: Any = None,
         resume: Mapping[str, Any] | None = None,
         response: Any = None,
-        inline: bool = False,
-    ) -> Call:
-        """Start a call and return its handle at once (it may already be settled).
+    ) -> CallRequest:
+        """A call to make, built but not started: ``app.start(request)`` or ``await app.run(request)``.
 
-        ``inline=True`` defers the run to the first ``await call.wait()``, which runs
-        it in that task (cheaper: no detached worker); until then the call holds no
-        slot and is not active. An abort from elsewhere is then answered once the
-        handler has unwound. Tools with a timeout and sync tools always run detached.
-
-        ``answers`` scripts the answers to input requests; ``channel`` is a
-        transport's own input channel. ``resume`` is a continuation from an earlier
-        input-required result and ``response`` the client's answer to its request.
+        ``answers`` scripts the answers to input requests; ``channel`` is who else
+        answers them (a transport's channel, a widget; default: the app's
+        ``input_channel``). ``request_info`` is what ``context_factory`` reads.
+        ``resume`` is a continuation from an earlier input-required result and
+        ``response`` the client's answer to its request. A request that cannot be
+        built raises ``TypeError`` (a host's bug); a tool that does not exist, or
+        arguments that do not fit it, are the call's own result when it runs.
         """
-        return self._launch(
-            self._prepare(name, args, on_progress, request_info, answers, channel, resume, response), inline
-        )
+        if type(name) is not str or answers is not None or response is not None:  # (one test on the common path)
+            if not isinstance(name, str):
+                raise bad_request("request", f"the tool name must be a string, got {type(name).__name__}.")
+            if answers is not None:
+                if channel is not None:
+                    raise bad_request("request", f"call {name!r} got both answers and channel; give one of them.")
+                channel = ScriptedAnswers(answers)
+            if response is not None and resume is None:
+                raise bad_request("request", f"call {name!r} got a response but no resume (its continuation).")
+        return _new_request(CallRequest, (name, args, on_progress, channel, request_info, resume, response))
+
+    def start(
+        self,
+        request: CallRequest | str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
+        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
+    ) -> Call:
+        """Start a call in a task of its own and return its handle at once (it may already be settled).
+
+        ``app.start(name, args, on_progress=..., answers=...)``, or ``app.start(request)``
+        with a request from ``app.request(...)`` (any other option lives there).
+        """
+        if not isinstance(request, CallRequest):  # a name (``_prepare`` refuses one that is not a string)
+            channel = ScriptedAnswers(answers) if answers is not None else None
+            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None))
+        elif args is not None or on_progress is not None or answers is not None:
+            raise bad_request("start", "a request comes alone; its options belong in the request.")
+        prepared = self._prepare(request)
+        if type(prepared) is Call:  # refused before it could run
+            return prepared
+        assert isinstance(prepared, Runner)
+        prepared.start_detached()
+        return prepared.call
 
     async def call(
         self,
@@ -264,80 +296,55 @@ class App:
         *,
         on_progress: Callable[[ProgressEvent], None] | None = None,
         answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None = None,
-        request_info: Any = None,
-        channel: InputChannel | None = None,
-        resume: Mapping[str, Any] | None = None,
-        response: Any = None,
-        inline: bool = False,
     ) -> CallResult:
         """Run a call to its result; cancelling the awaiting task aborts it (options: see ``start``)."""
-        prepared = self._prepare(name, args, on_progress, request_info, answers, channel, resume, response)
-        return await self._launch(prepared, inline).wait()
+        return await self.start(name, args, on_progress=on_progress, answers=answers).wait()
 
-    def _prepare(
-        self,
-        name: str,
-        args: Mapping[str, Any] | None,
-        on_progress: Callable[[ProgressEvent], None] | None,
-        request_info: Any,
-        answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None,
-        channel: InputChannel | None,
-        resume: Mapping[str, Any] | None,
-        response: Any,
-    ) -> Runner | Call:
+    async def run(self, request: CallRequest) -> CallResult:
+        """Run ``request`` in the awaiting task, to its result (transports: no detached worker).
+
+        For callers whose answer goes nowhere once they are cancelled (an MCP
+        request). Cancelling the awaiting task aborts the call; an abort from
+        elsewhere is answered once the handler has unwound. Tools with a timeout and
+        sync tools still run detached (their timer and thread need a worker), awaited
+        here.
+        """
+        prepared = self._prepare(request)
+        if type(prepared) is Call:  # refused before it could run: settled already
+            result = prepared.result
+            assert result is not None
+            return result
+        assert isinstance(prepared, Runner)
+        if prepared.plan.inline_ok:
+            return await prepared.run_inline()
+        prepared.start_detached()
+        return await prepared.call.wait()
+
+    def _prepare(self, request: CallRequest) -> Runner | Call:
         """The runner of a new call, or the call already settled FAILED when it cannot start."""
         gate = _call_gate.get()
+        name = request.tool
         if gate is not None:
             gate(name)
         call_id = next(self._ids)
-        plan = self._plans.get(name)
+        plan = self._plans.get(name) if isinstance(name, str) else None
         if plan is None:
-            return Call.failed(call_id, None, name, unknown_tool(name, self._plans), args)
-        rounds: Rounds | None = None
-        resumed = None
+            return Call.failed(call_id, None, request, unknown_tool(str(name), self._plans))
         try:
-            value = plan.validate(args)
-            if resume is not None:
-                rounds, pending = restore(name, args, resume)
-                resumed = (pending, as_response(pending, response) or InputResponse(CANCEL))
-            state = dict(self.context_factory(request_info)) if self.context_factory is not None else {}
+            return Runner(call_id, request, plan, self._run_settings or self._settings())
         except ToolError as error:
-            return Call.failed(call_id, plan.tool, name, error, args)
+            return Call.failed(call_id, plan.tool, request, error)
         except Exception as exc:  # a context factory (or answer) that fails is the host's bug
             error_id = new_error_id()
             log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
-            return Call.failed(call_id, plan.tool, name, internal_error(name, exc, error_id), args)
-        if answers is not None:
-            channel = ScriptedAnswers(answers)
-        return Runner(
-            call_id,
-            plan,
-            self._run_settings or self._settings(),
-            self,
-            args,
-            value,
-            state,
-            channel if channel is not None else self.input_channel,
-            rounds,
-            resumed,
-            on_progress,
-        )
-
-    def _launch(self, prepared: Runner | Call, inline: bool) -> Call:
-        """Start a prepared call: deferred to its first await (inline) or in a worker of its own."""
-        if isinstance(prepared, Call):  # refused before it could run
-            return prepared
-        if inline and prepared.plan.inline_ok:
-            prepared.defer_inline()
-        else:
-            prepared.start_detached()
-        return prepared.call
+            return Call.failed(call_id, plan.tool, request, internal_error(name, exc, error_id))
 
     def _settings(self) -> RunSettings:
         settings = self._run_settings
         if settings is not None:
             return settings
         settings = self._run_settings = RunSettings(
+            app=self,
             workers=self._workers,
             threads=self._threads,
             grace=self.grace,

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ._background import Event, new_event
 from ._errors import CANCELLED, TIMEOUT, ToolError, abort_error
@@ -21,6 +21,7 @@ from ._signal import AbortSignal
 from ._streaming import ProgressEvent
 
 if TYPE_CHECKING:
+    from ._request import CallRequest
     from ._tool import Tool
 
 log = logging.getLogger("fusion_nb")
@@ -38,7 +39,8 @@ class CallStatus(StrEnum):
     TIMED_OUT = "timed out"
 
 
-# The members as plain module constants: reading ``CallStatus.X`` costs ~0.1 µs on 3.11.
+# The members as plain module constants: the runner reads them on every call, and a module
+# global is one lookup where ``CallStatus.X`` is two (benchmarks/engine.py times the call path).
 QUEUED, RUNNING, WAITING = CallStatus.QUEUED, CallStatus.RUNNING, CallStatus.WAITING
 DONE, FAILED = CallStatus.DONE, CallStatus.FAILED
 CANCELLED_STATUS, TIMED_OUT = CallStatus.CANCELLED, CallStatus.TIMED_OUT
@@ -47,12 +49,10 @@ CANCELLED_STATUS, TIMED_OUT = CallStatus.CANCELLED, CallStatus.TIMED_OUT
 class Driver(Protocol):
     """What a call needs from whoever runs it (its runner)."""
 
-    @property
-    def pending_inline(self) -> bool: ...
-
-    async def run_inline(self) -> None: ...
-
     def abort(self) -> None: ...
+
+
+_NO_LISTENERS: tuple[Callable[[Call], None], ...] = ()
 
 
 class Call:
@@ -60,9 +60,11 @@ class Call:
 
     Listeners added with ``watch(fn)`` get ``fn(call)`` after every status or
     progress change (views read the call; they coalesce as they like). A listener
-    that raises is logged with the call id and never affects the call.
+    that raises is logged with the call id and never affects the call. A call is
+    complete when constructed: its runner (the ``driver``) is given, never attached later.
     """
 
+    # Every in-flight call holds one: what most calls never use is made on first use.
     __slots__ = (
         "_driver",
         "_last_percent",
@@ -88,20 +90,21 @@ class Call:
         self,
         call_id: str,
         tool: Tool | None,
-        tool_name: str | None = None,
-        arguments: Any = None,
+        call_request: CallRequest,
         driver: Driver | None = None,
-        on_progress: Callable[[ProgressEvent], None] | None = None,
         on_settle: Callable[[Call], None] | None = None,
         result: CallResult | None = None,
     ) -> None:
         self.id = call_id
         #: the tool called (``None`` when no tool has that name)
         self.tool = tool
-        self.tool_name: str = tool.name if tool is not None else (tool_name or "?")
+        name = call_request.tool
+        #: the name the call was made with (the tool's, or an unknown one)
+        self.tool_name: str = name if isinstance(name, str) and name else "?"
         #: the arguments as the caller sent them (before validation), for views and traffic logs
-        self.arguments = arguments
-        self.signal = AbortSignal((call_id, self.tool_name))
+        self.arguments = call_request.arguments
+        self._on_progress = call_request.on_progress  # (the request itself is not kept: calls are many)
+        self.signal = AbortSignal(self)
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
         self.status = QUEUED if result is None else FAILED
@@ -110,9 +113,8 @@ class Call:
         #: the input request being answered right now (views render it)
         self.request: InputRequest | None = None
         self._driver = driver
-        self._on_progress = on_progress
         self._on_settle = on_settle
-        self._listeners: list[Callable[[Call], None]] = []
+        self._listeners: tuple[Callable[[Call], None], ...] | list[Callable[[Call], None]] = _NO_LISTENERS
         self._settled: Event | None = None  # made when somebody waits
         #: whether the handler has really stopped (cleanup included); a call answers before that
         self.body_stopped = result is not None
@@ -120,9 +122,9 @@ class Call:
         self._last_percent = -1.0
 
     @classmethod
-    def failed(cls, call_id: str, tool: Tool | None, tool_name: str, error: ToolError, arguments: Any = None) -> Call:
+    def failed(cls, call_id: str, tool: Tool | None, call_request: CallRequest, error: ToolError) -> Call:
         """A call refused before it ran (unknown tool, invalid input): settled FAILED already."""
-        return cls(call_id, tool, tool_name=tool_name, arguments=arguments, result=CallResult.failure(error))
+        return cls(call_id, tool, call_request, result=CallResult.failure(error))
 
     # -- observing -------------------------------------------------------------------
     @property
@@ -132,8 +134,12 @@ class Call:
 
     def watch(self, listener: Callable[[Call], None]) -> Callable[[], None]:
         """Call ``listener(call)`` after every change; returns a function that unsubscribes."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        if type(self._listeners) is tuple:
+            self._listeners = []
+        listeners = self._listeners
+        assert isinstance(listeners, list)
+        listeners.append(listener)
+        return lambda: listeners.remove(listener) if listener in listeners else None
 
     def _notify(self) -> None:
         for listener in list(self._listeners):  # listeners may unsubscribe while notified
@@ -158,9 +164,10 @@ class Call:
             return
         self._last_percent = percent
         self.progress = event
-        if self._on_progress is not None:
+        on_progress = self._on_progress
+        if on_progress is not None:
             try:
-                self._on_progress(event)
+                on_progress(event)
             except Exception:
                 log.exception("fusion-nb: the progress listener of call %s (tool %s) failed", self.id, self.tool_name)
         if self._listeners:
@@ -204,21 +211,17 @@ class Call:
     # -- waiting and aborting ----------------------------------------------------------
     async def wait(self) -> CallResult:
         """The result; cancelling the task that waits aborts the call."""
-        driver = self._driver
-        if self.result is None:
+        result = self.result
+        if result is None:
+            if self._settled is None:
+                self._settled = new_event()
             try:
-                if driver is not None and driver.pending_inline:
-                    await driver.run_inline()
-                if self.result is None:
-                    if self._settled is None:
-                        self._settled = new_event()
-                    await self._settled.wait()
+                await self._settled.wait()
             except BaseException:
                 self.cancel(CANCELLED)
                 raise
-        result = self.result
-        if result is None:  # pragma: no cover - run_inline always settles
-            raise RuntimeError(f"call {self.id} ended without a result")
+            result = self.result
+            assert result is not None  # the event is set by ``settle``
         return result
 
     def cancel(self, reason: str = CANCELLED) -> bool:

@@ -18,17 +18,25 @@ class Context:
     ``ctx.state`` starts with what the app's ``context_factory`` returned.
     """
 
-    __slots__ = ("app", "call_id", "input", "signal", "state", "tool")
+    __slots__ = ("_state", "app", "call_id", "input", "signal", "tool")
 
     def __init__(
-        self, call_id: str, tool: Tool, app: App, signal: AbortSignal, state: dict[str, Any], input: Any
+        self, call_id: str, tool: Tool, app: App, signal: AbortSignal, state: dict[str, Any] | None, input: Any
     ) -> None:
         self.call_id = call_id
         self.tool = tool
         self.app = app
         self.signal = signal
-        self.state = state
+        self._state = state  # (made on first use: most calls never touch it, and each in-flight call holds it)
         self.input = input
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """What middleware and the app's ``context_factory`` put here for the handler."""
+        state = self._state
+        if state is None:
+            state = self._state = {}
+        return state
 
     def __repr__(self) -> str:
         return f"<Context {self.tool.name} call={self.call_id}>"

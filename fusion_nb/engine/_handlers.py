@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from ._background import loop_scheduler, nothing, wait_through_cancel
+from ._background import current_backend, nothing, wait_through_cancel
 from ._errors import Aborted
 from ._streaming import ProgressEvent, Respond
 
@@ -106,7 +106,7 @@ def make_runner(fn: Callable[..., Any], tool_name: str) -> HandlerRunner:
     else:
 
         async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread = run_in_anyio_thread) -> Any:
-            relay = _ProgressRelay(offer, loop_scheduler())
+            relay = _ProgressRelay(offer, current_backend().loop_scheduler())
             drive = functools.partial(_drive_generator, fn, input, ctx, relay, ignored)
             try:
                 return await wait_through_cancel(in_thread(drive), relay.stop)

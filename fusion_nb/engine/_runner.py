@@ -9,7 +9,6 @@ settles the call exactly once, whatever the handler raises.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -18,9 +17,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from ._background import Detached, Event, Workers, is_cancellation, is_foreign_cancellation, new_event
+from ._backends import Cancellable, Interruptible, current_backend, interruptible
+from ._background import Event, Workers, new_event
 from ._call import CANCELLED_STATUS, DONE, FAILED, RUNNING, WAITING, Call, CallStatus
-from ._channel import DEFER, InputChannel
+from ._channel import DEFER, InputChannel, as_response
 from ._context import Context
 from ._errors import (
     CANCELLED,
@@ -36,6 +36,7 @@ from ._errors import (
 from ._errors import rounds_exceeded as too_many_rounds
 from ._handlers import make_runner
 from ._interactive import (
+    CANCEL,
     InputQuestion,
     InputRequest,
     InputResponse,
@@ -44,13 +45,14 @@ from ._interactive import (
     checked_answer,
     continuation,
     current_rounds,
+    restore,
 )
 from ._middleware import Middleware, Stage, compose
 from ._present import present
+from ._request import CallRequest
 from ._result import CallResult
 from ._schema import input_validator
 from ._slots import Slots
-from ._streaming import ProgressEvent
 from ._threads import ThreadPool, describe_crash
 
 if TYPE_CHECKING:
@@ -140,8 +142,9 @@ def handler_stage(tool: Tool, serializer: Slots | None) -> Stage:
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:
-    """What every runner of an app shares: where detached work and threads go, and the app's rules."""
+    """What every runner of an app shares: the app, where detached work and threads go, and its rules."""
 
+    app: App
     workers: Workers
     threads: ThreadPool
     grace: float
@@ -158,41 +161,50 @@ class Deferred(Exception):
 
 
 class Runner:
-    """Drives one call (see the module docstring); owns the call's slots and its worker."""
+    """Drives one call (see the module docstring); owns the call's slots and its worker.
 
-    # No __slots__: what most calls never use stays a class-level default instead of
-    # being set on every runner (a call's set-up cost is the engine's per-call cost).
-    pending_inline = False
-    _turn: tuple[Slots, Event] | None = None
-    _worker: Detached | None = None
-    _worker_done: Event | None = None
-    _scope: anyio.CancelScope | None = None
-    _inline_task: asyncio.Task[Any] | None = None
-    _inline_cancelled = False
+    Made from the call's request, its tool's plan and the app's settings; the
+    constructor validates the request (``ToolError`` when it cannot run) and leaves a
+    complete ``Call``. Each in-flight call holds one runner: what most calls never
+    use (a queue turn, held slots, rounds) stays ``None`` until it is needed.
+    """
 
-    def __init__(
-        self,
-        call_id: str,
-        plan: ToolPlan,
-        settings: RunSettings,
-        app: App,
-        args: Any,
-        value: Any,
-        state: dict[str, Any],
-        channel: InputChannel,
-        rounds: Rounds | None,
-        resume: tuple[InputRequest, InputResponse] | None,
-        on_progress: Callable[[ProgressEvent], None] | None,
-    ) -> None:
+    __slots__ = (
+        "_cut",
+        "_held",
+        "_turn",
+        "_worker",
+        "_worker_done",
+        "call",
+        "channel",
+        "ctx",
+        "plan",
+        "resume",
+        "rounds",
+        "settings",
+    )
+
+    def __init__(self, call_id: str, request: CallRequest, plan: ToolPlan, settings: RunSettings) -> None:
+        value = plan.validate(request.arguments)
+        self.rounds: Rounds | None = None
+        self.resume: tuple[InputRequest, InputResponse] | None = None
+        if request.resume is not None:
+            rounds, pending = restore(plan.tool.name, request.arguments, request.resume)
+            self.rounds = rounds
+            self.resume = (pending, as_response(pending, request.response) or InputResponse(CANCEL))
+        app = settings.app
+        factory = app.context_factory
+        state = dict(factory(request.request_info)) if factory is not None else None
         self.plan = plan
         self.settings = settings
-        call = self.call = Call(call_id, plan.tool, None, args, self, on_progress, settings.forget)
+        self.channel: InputChannel = request.channel if request.channel is not None else app.input_channel
+        call = self.call = Call(call_id, plan.tool, request, self, settings.forget)
         self.ctx = Context(call_id, plan.tool, app, call.signal, state, value)
-        self.args = args
-        self.channel = channel
-        self.rounds = rounds
-        self.resume = resume
-        self._held: list[Slots] = []
+        self._held: list[Slots] | None = None
+        self._turn: tuple[Slots, Event] | None = None
+        self._worker: Cancellable | None = None
+        self._worker_done: Event | None = None
+        self._cut: Interruptible | None = None
 
     # -- starting ----------------------------------------------------------------------
     def _begin(self) -> bool:
@@ -204,7 +216,7 @@ class Runner:
             if plan.slots is not None:
                 turn = plan.slots.reserve()
                 if turn is None:
-                    self._held.append(plan.slots)
+                    self._held = [plan.slots]
                 else:
                     self._turn = (plan.slots, turn)
         except ToolError as error:
@@ -220,68 +232,44 @@ class Runner:
             timed = self.plan.tool.timeout is not None
             # ``_work`` lets nothing but cancellation escape (no guard frame); a task group might
             self._worker = self.settings.workers.spawn(
-                self._timed_work if timed else self._work, self.plan.task_name, self._worker_finished, timed
+                self._timed_work if timed else self._work, self.plan.task_name, self, timed
             )
 
-    def defer_inline(self) -> None:
-        """Run the call in the first task that awaits it; until then it holds nothing."""
-        self.pending_inline = True
-
-    async def run_inline(self) -> None:
-        """Run the call in the awaiting task (no detached worker, no extra loop turns).
+    async def run_inline(self) -> CallResult:
+        """Run the call in the awaiting task (no detached worker, no extra loop turns); its result.
 
         For callers whose answer goes nowhere once they are cancelled (an MCP request:
         the SDK sends no response to a cancelled request). An abort from elsewhere
-        cancels the pipeline; the answer then follows the handler's unwinding.
+        cancels the pipeline (the backend's ``Interruptible``: taken back as it exits); the
+        answer then follows the handler's unwinding. Cancelling the awaiting task
+        aborts the call, as for ``Call.wait``.
         """
-        self.pending_inline = False
-        if self.call.result is not None:
-            self.call.mark_stopped()  # aborted before it ever ran
-            return
-        if not self._begin():
-            return
-        try:
+        call = self.call
+        if self._begin():
+            cut = self._cut = interruptible()
             try:
-                task = asyncio.current_task()
-            except RuntimeError:  # no asyncio loop: trio
-                with anyio.CancelScope() as scope:
-                    self._scope = scope
+                with cut:
                     await self._work()
-                return
-            # asyncio: one native cancel (as for detached calls), taken back before it leaves
-            assert task is not None
-            self._inline_task = task
-            try:
-                await self._work()
-            except asyncio.CancelledError:
-                if not self._inline_cancelled or task.uncancel() > 0:
-                    raise  # the caller's own cancellation
-                self._inline_cancelled = False
+            except BaseException:
+                call.cancel(CANCELLED)  # the caller's own cancellation (or a crash of ours): settled once
+                raise
             finally:
-                self._inline_task = None
-                if self._inline_cancelled:  # the handler swallowed our cancel: balance the count
-                    task.uncancel()
-        finally:
-            self._scope = None
-            self._release_all()
-            self.call.mark_stopped()
+                self._cut = None
+                if self._held is not None or self._turn is not None:  # (``_work`` released them unless it raised)
+                    self._release_all()
+                call.mark_stopped()
+        result = call.result
+        assert result is not None  # ``_work`` settles, or the abort that ended it did
+        return result
 
     # -- aborting ------------------------------------------------------------------------
     def abort(self) -> None:
         """The call was aborted (and has settled): stop its body; cleanup goes on in the background."""
-        if self.pending_inline:  # never awaited, so it never ran
-            self.call.mark_stopped()
-        self.pending_inline = False
         self._leave_queue()
-        if self._scope is not None:
-            self._scope.cancel()
-        elif self._inline_task is not None and self._inline_task is not asyncio.current_task():
-            # (a call aborting itself needs no cancel: its gates see the signal, and a
-            # cancel requested of the running task could not be taken back on 3.11)
-            self._inline_cancelled = True
-            self._inline_task.cancel()
+        if self._cut is not None:
+            self._cut.cancel()
         worker = self._worker
-        if worker is not None and not worker.done:
+        if worker is not None and self.settings.workers.running(worker):
             worker.cancel()
             self._worker_done = new_event()
             self.settings.workers.spawn(self._watch_cleanup, name=f"fusion-nb cleanup watch {self.plan.tool.name}")
@@ -304,12 +292,18 @@ class Runner:
     # -- slots -------------------------------------------------------------------------
     def holds(self, slots: Slots) -> bool:
         """Whether this call holds a slot of ``slots``."""
-        return slots in self._held
+        return self._held is not None and slots in self._held
 
     async def hold(self, slots: Slots) -> None:
         """Wait (FIFO) for a slot of ``slots``; it is released when the body has stopped."""
         await slots.acquire()
-        self._held.append(slots)
+        self._take(slots)
+
+    def _take(self, slots: Slots) -> None:
+        if self._held is None:
+            self._held = [slots]
+        else:
+            self._held.append(slots)
 
     def _leave_queue(self) -> None:
         if self._turn is not None:
@@ -320,10 +314,14 @@ class Runner:
     def _release_all(self) -> None:
         if self._turn is not None:
             self._leave_queue()
-        while self._held:
-            self._held.pop().release()
+        held = self._held
+        if held is not None:
+            self._held = None
+            while held:
+                held.pop().release()
 
-    def _worker_finished(self) -> None:
+    def worker_finished(self) -> None:
+        """The call's detached task has ended (``Workers`` says so): its slots go back, its body has stopped."""
         self._release_all()
         self.call.mark_stopped()
         if self._worker_done is not None:
@@ -346,33 +344,66 @@ class Runner:
                 group.cancel_scope.cancel()
 
     async def _work(self) -> None:
-        """Queue, rounds of the chain, presenting, settling: one frame for the whole call.
+        """Queue, the pipeline, presenting, settling: one frame for the whole call.
 
-        Whatever the handler raises, the call settles here (or was settled by its abort).
+        Whatever the handler raises, the call settles here (or was settled by its
+        abort). Kept to few locals: every in-flight call holds this frame, so the
+        rarer paths (a queue turn, input rounds, an exception) live in methods of their own.
         """
-        call, plan = self.call, self.plan
-        tool = plan.tool
         try:
-            queued = self._turn
-            if queued is not None:
-                await queued[1].wait()
-                if self._turn is not queued:  # aborted as the slot arrived; abort() passed it on
-                    raise Aborted("cancelled")
-                self._turn = None
-                self._held.append(queued[0])
-            call.mark(RUNNING)
-            ctx, chain, direct, rounds = self.ctx, plan.chain, plan.direct, self.rounds
-            runner_token = current_runner.set(self) if plan.needs_runner else None
-            # this call's answers (none: also for a call nested in one that has some)
-            rounds_token = (
-                current_rounds.set(rounds) if rounds is not None or current_rounds.get() is not None else None
-            )
-            try:
-                if self.resume is not None:
-                    request, response = self.resume
-                    assert rounds is not None  # a resumed call always carries its rounds
-                    rounds.record(request, checked_answer(tool.name, request, response, False))
-                while True:
+            if self._turn is not None:
+                await self._wait_turn()
+            self.call.mark(RUNNING)
+            plan = self.plan
+            if plan.direct is not None and self.rounds is None and current_rounds.get() is None:
+                ctx = self.ctx
+                if ctx.signal.aborted:
+                    ctx.signal.raise_if_aborted()
+                value = await plan.direct(ctx.input, ctx)
+                if type(value) is InputRequest:
+                    value = await self._pipeline(value)
+            else:
+                value = await self._pipeline(None)
+            result = self._present(value)
+        except BaseException as exc:
+            outcome = self._outcome(exc)
+            if outcome is None:
+                raise  # ours (the call has settled) or the awaiting caller's (its waiter settles it)
+            if outcome is _UNWOUND:
+                return
+            result = outcome
+        if self._held is not None or self._turn is not None:
+            self._release_all()  # the body has stopped: the next caller finds its slot free
+        self.call.settle(result, _status_of(result) if result.is_error else DONE)
+
+    async def _wait_turn(self) -> None:
+        queued = self._turn
+        assert queued is not None
+        await queued[1].wait()
+        if self._turn is not queued:  # aborted as the slot arrived; abort() passed it on
+            raise Aborted("cancelled")
+        self._turn = None
+        self._take(queued[0])
+
+    async def _pipeline(self, asked: InputRequest | None) -> Any:
+        """The chain, round after round of input, to the handler's last value.
+
+        ``asked``: the first input request, when the direct path already ran the
+        handler once (then the rounds start here).
+        """
+        plan, ctx, rounds, tool = self.plan, self.ctx, self.rounds, self.plan.tool
+        chain, direct = plan.chain, plan.direct
+        runner_token = current_runner.set(self) if plan.needs_runner else None
+        # this call's answers (none: also for a call nested in one that has some)
+        rounds_token = current_rounds.set(rounds) if rounds is not None or current_rounds.get() is not None else None
+        try:
+            if self.resume is not None:
+                request, response = self.resume
+                assert rounds is not None  # a resumed call always carries its rounds
+                rounds.record(request, checked_answer(tool.name, request, response, False))
+            value: Any = asked
+            while True:
+                if value is None:
                     if direct is not None:
                         if ctx.signal.aborted:
                             ctx.signal.raise_if_aborted()
@@ -380,45 +411,44 @@ class Runner:
                     else:
                         value = await chain(ctx)
                     if type(value) is not InputRequest:
-                        break
-                    if rounds is None:  # the first input request of this call: from now on it has answers
-                        rounds = self.rounds = Rounds()
-                        if rounds_token is None:
-                            rounds_token = current_rounds.set(rounds)
-                        else:
-                            current_rounds.set(rounds)
+                        return value
+                if rounds is None:  # the first input request of this call: from now on it has answers
+                    rounds = self.rounds = Rounds()
+                    if rounds_token is None:
+                        rounds_token = current_rounds.set(rounds)
                     else:
-                        refused = rounds.refusal(value)
-                        if refused is not None:  # a person's "no" ends the question, on every channel
-                            raise refused_again(tool.name, value.message, refused)
-                    rounds.record(value, await self._collect(value, rounds))
-            finally:
-                if rounds_token is not None:
-                    current_rounds.reset(rounds_token)
-                if runner_token is not None:
-                    current_runner.reset(runner_token)
-            if tool.presenter is not None:
-                value = tool.presenter(value)
-            result = self._present(value)
-        except ToolError as error:
-            result = CallResult.failure(error)
-        except Deferred as deferred:
-            result = CallResult(input_required=deferred.payload)
-        except BaseException as exc:
-            if is_cancellation(exc) and not is_foreign_cancellation(exc):
-                raise  # ours (the call has settled) or the awaiting caller's (``Call.wait`` settles it)
-            if call.signal.aborted:
-                if not isinstance(exc, Aborted) and not is_cancellation(exc):
-                    log.error(
-                        "tool %s (call %s) raised during its cleanup after an abort",
-                        tool.name,
-                        call.id,
-                        exc_info=exc,
-                    )
-                return
-            result = self._crashed(exc)
-        self._release_all()  # the body has stopped: the next caller finds its slot free
-        call.settle(result, _status_of(result))
+                        current_rounds.set(rounds)
+                else:
+                    refused = rounds.refusal(value)
+                    if refused is not None:  # a person's "no" ends the question, on every channel
+                        raise refused_again(tool.name, value.message, refused)
+                rounds.record(value, await self._collect(value, rounds))
+                value = None
+        finally:
+            if rounds_token is not None:
+                current_rounds.reset(rounds_token)
+            if runner_token is not None:
+                current_runner.reset(runner_token)
+
+    def _outcome(self, exc: BaseException) -> CallResult | None:
+        """What an exception out of the pipeline means: a result, ``None`` to re-raise it, or ``_UNWOUND``."""
+        if isinstance(exc, ToolError):
+            return CallResult.failure(exc)
+        if isinstance(exc, Deferred):
+            return CallResult(input_required=exc.payload)
+        backend = current_backend()
+        if backend.is_cancellation(exc) and not backend.is_foreign_cancellation(exc):
+            return None
+        if self.call.signal.aborted:
+            if not isinstance(exc, Aborted) and not backend.is_cancellation(exc):
+                log.error(
+                    "tool %s (call %s) raised during its cleanup after an abort",
+                    self.plan.tool.name,
+                    self.call.id,
+                    exc_info=exc,
+                )
+            return _UNWOUND
+        return self._crashed(exc)
 
     def _crashed(self, exc: BaseException) -> CallResult:
         """An unexpected exception: logged with an id; the client gets the class and the id."""
@@ -457,7 +487,7 @@ class Runner:
                 raise no_way_to_ask(tool.name, request.message)
             if response is DEFER:
                 raise Deferred(
-                    {"request": request, "continuation": continuation(tool.name, self.args, rounds, request)}
+                    {"request": request, "continuation": continuation(tool.name, call.arguments, rounds, request)}
                 )
             try:
                 return checked_answer(tool.name, request, response, channel.can_reask)
@@ -465,7 +495,10 @@ class Runner:
                 problems = tuple(reask.problems)
 
     def _present(self, value: Any) -> CallResult:
+        """The handler's value as a result: presenter, output model, content (the one presentation seam)."""
         tool = self.plan.tool
+        if tool.presenter is not None:
+            value = tool.presenter(value)
         model = tool.output_model
         if model is not None:
             try:
@@ -480,6 +513,10 @@ class Runner:
                 ) from None
         content, structured = present(value)
         return CallResult(value, content, structured)
+
+
+#: ``_outcome``: the aborted call's body has unwound (it settled when it was aborted)
+_UNWOUND = CallResult()
 
 
 def _status_of(result: CallResult) -> CallStatus:

@@ -5,11 +5,22 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from ._background import Event, new_event
 from ._errors import Aborted
 
 log = logging.getLogger("fusion_nb")
+
+
+class Owner(Protocol):
+    """Whom a signal belongs to (a ``Call``), named in log records."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tool_name(self) -> str: ...
 
 
 class AbortSignal:
@@ -23,10 +34,10 @@ class AbortSignal:
 
     __slots__ = ("_callbacks", "_event", "_owner", "aborted", "reason")
 
-    def __init__(self, owner: tuple[str, str] | None = None) -> None:
+    def __init__(self, owner: Owner | None = None) -> None:
         self.aborted = False
         self.reason: str | None = None
-        self._owner = owner  # (call id, tool name), formatted only when a log record needs it
+        self._owner = owner  # (the call: its id and tool name, formatted only when a log record needs it)
         self._event: Event | None = None
         self._callbacks: list[Callable[[str], None]] | None = None  # made by the first ``on_abort``
 
@@ -65,8 +76,7 @@ class AbortSignal:
         """Who owns the signal, for log records (``call 7 of tool "sync"``)."""
         if self._owner is None:
             return "a signal"
-        call_id, tool = self._owner
-        return f'call {call_id} of tool "{tool}"'
+        return f'call {self._owner.id} of tool "{self._owner.tool_name}"'
 
     def _run(self, callback: Callable[[str], None], reason: str) -> None:
         try:

@@ -467,7 +467,7 @@ def _start_call(
         if event.message and not task.final:
             task._update(task.status, event.message)
 
-    call = app.start(name, args, on_progress=on_progress, request_info=request_info, channel=channel)
+    call = app.start(app.request(name, args, on_progress=on_progress, request_info=request_info, channel=channel))
     if call.settled:
         _settled(task, call)
     else:

@@ -8,7 +8,7 @@ this: on asyncio it ties each worker to the loop's "root task", and a loop run b
 ``run_forever`` (ipykernel runs its loop through tornado) has none, so anyio ties
 the worker to the request's task and every sync call served from a kernel started
 (and stopped) an OS thread of its own. Our workers belong to no task and no loop:
-the result comes back through the loop's thread-safe scheduler (``loop_scheduler``),
+the result comes back through the loop's thread-safe scheduler (``Backend.loop_scheduler``),
 so one pool serves asyncio and trio alike.
 
 A body that raises ``SystemExit`` or ``KeyboardInterrupt`` (``sys.exit``, argparse,
@@ -42,7 +42,7 @@ from typing import Generic, TypeVar
 import anyio
 import anyio.to_thread
 
-from ._background import Event, loop_scheduler, new_event, nothing, wait_through_cancel
+from ._background import Event, current_backend, new_event, nothing, wait_through_cancel
 from ._errors import Aborted, threads_busy
 from ._signal import AbortSignal
 
@@ -147,7 +147,7 @@ async def run_in_worker(func: Callable[[], T]) -> T:
     ``BodyExited``.
     """
     outcome: _Outcome[T] = _Outcome()
-    schedule = loop_scheduler()
+    schedule = current_backend().loop_scheduler()
     context = contextvars.copy_context()
 
     def job() -> None:

@@ -8,9 +8,9 @@ SDK still sees a disconnect and cancels a 2026 call whose POST was aborted):
   one INFO log line, instead of the SDK's ``ClientDisconnect`` traceback at ERROR;
 * the body is not complete within ``body_timeout`` seconds (a client that promised
   a body and stalls, or trickles it): ``408 Request Timeout`` and one INFO line, and
-  the connection is closed (the rest of that body is never read). On asyncio one periodic sweep per loop checks the
-  deadlines (see ``_Watch``), so the 408 comes at most a quarter of the timeout
-  (and at most a second) after it.
+  the connection is closed (the rest of that body is never read). One periodic sweep
+  per loop checks the deadlines (see ``_Watch``), so the 408 comes at most a quarter
+  of the timeout (and at most a second) after it.
 
 Both end the exchange by cancelling it, which the SDK unwinds without logging.
 ``GET /healthz`` is answered here too (200, no auth, no details) for load balancers
@@ -19,13 +19,13 @@ and probes.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
 
-import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..engine import Backend, Cancellable, Interruptible, current_backend
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -44,7 +44,7 @@ class BoundedRequests:
             raise ValueError(f"body_timeout must be a positive number of seconds, got {body_timeout!r}")
         self.app = app
         self.body_timeout = body_timeout
-        self._watch: _Watch | None = None  # the body deadlines of requests on the current asyncio loop
+        self._watch: _Watch | None = None  # the body deadlines of requests on the current loop
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one exchange; a stalled or abandoned body ends it (408, or nothing) with one log line."""
@@ -54,16 +54,11 @@ class BoundedRequests:
         if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
             await _respond(send, 200, b"ok", "text/plain")
             return
-        exchange: _Exchange
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not asyncio (trio): anyio's way
-            exchange = _AnyioExchange(receive, send, self.body_timeout)
-        else:
-            watch = self._watch
-            if watch is None or watch.loop is not loop:
-                watch = self._watch = _Watch(loop, self.body_timeout)
-            exchange = _AsyncioExchange(receive, send, watch)
+        backend = current_backend()
+        watch = self._watch
+        if watch is None or watch.loop is not backend.loop_token():
+            watch = self._watch = _Watch(backend, self.body_timeout)
+        exchange = _Exchange(receive, send, watch, backend.interruptible())
         await exchange.run(self.app, scope)
         if exchange.ending == "stalled":
             method, path = scope["method"], scope["path"]
@@ -74,77 +69,35 @@ class BoundedRequests:
             log.info("%s %s: client disconnected before sending its whole request", scope["method"], scope["path"])
 
 
-class _Exchange:
-    """One request's receive/send, watched until its body is complete; ``run`` ends it early if need be."""
-
-    __slots__ = ("_receive", "_send", "body_done", "ending", "started", "timeout")
-
-    def __init__(self, receive: Receive, send: Send, timeout: float) -> None:
-        self._receive = receive
-        self._send = send
-        self.timeout = timeout
-        self.body_done = False
-        self.started = False
-        self.ending: str | None = None
-
-    async def run(self, app: ASGIApp, scope: Scope) -> None:
-        """Run ``app`` for this exchange; returns quietly when the exchange was ended early."""
-        raise NotImplementedError
-
-    async def receive(self) -> Message:
-        """The app's ``receive``: watched until the body is complete."""
-        if self.body_done:
-            return await self._receive()
-        message = await self._receive_body()
-        if message["type"] == "http.disconnect":
-            return await self._end("gone")
-        if message["type"] == "http.request" and not message.get("more_body", False):
-            self._body_complete()
-        return message
-
-    async def send(self, message: Message) -> None:
-        """The app's ``send``: notes whether the response has started."""
-        if message["type"] == "http.response.start":
-            self.started = True
-        await self._send(message)
-
-    async def _receive_body(self) -> Message:
-        return await self._receive()
-
-    def _body_complete(self) -> None:
-        self.body_done = True
-
-    async def _end(self, ending: str) -> Message:
-        raise NotImplementedError
-
-
 class _Watch:
-    """The body deadlines of one asyncio loop's exchanges, checked by one periodic timer.
+    """The body deadlines of one loop's exchanges, checked by one periodic timer.
 
-    A timer per request (``call_at`` then ``cancel``) costs more than the rest of this
-    middleware together; here a request only enters a dict when it starts and leaves
-    it when its body is complete. The timer runs while some body is incomplete and
-    ticks every ``tick`` (a quarter of the timeout, at most a second). A request
-    added during tick ``n`` is overdue from tick ``n + periods + 1`` on, so a stalled
-    body is ended no earlier than ``timeout`` seconds after its request started and
-    at most one tick later.
+    A timer (or a cancel scope with a deadline) per request costs more than the rest
+    of this middleware together (``benchmarks/http.py`` measures the endpoint it
+    wraps); here a request only enters a dict when it starts and leaves it when its
+    body is complete. The timer runs while some body is incomplete and ticks every
+    ``tick`` (a quarter of the timeout, at most a second). A request added during
+    tick ``n`` is overdue from tick ``n + periods + 1`` on, so a stalled body is
+    ended no earlier than ``timeout`` seconds after its request started and at most
+    one tick later.
     """
 
-    __slots__ = ("generation", "loop", "periods", "tick", "timer", "waiting")
+    __slots__ = ("backend", "generation", "loop", "periods", "tick", "timer", "waiting")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        self.loop = loop
+    def __init__(self, backend: Backend, timeout: float) -> None:
+        self.backend = backend
+        self.loop = backend.loop_token()
         self.tick = min(timeout / 4, 1.0)
         self.periods = math.ceil(timeout / self.tick - 1e-9)
         self.generation = 0
-        self.waiting: dict[_AsyncioExchange, int] = {}
-        self.timer: asyncio.TimerHandle | None = None
+        self.waiting: dict[_Exchange, int] = {}
+        self.timer: Cancellable | None = None
 
-    def add(self, exchange: _AsyncioExchange) -> None:
+    def add(self, exchange: _Exchange) -> None:
         """Watch ``exchange`` until it leaves (body complete or exchange ended)."""
         self.waiting[exchange] = self.generation
         if self.timer is None:
-            self.timer = self.loop.call_later(self.tick, self._sweep)
+            self.timer = self.backend.call_later(self.tick, self._sweep)
 
     def _sweep(self) -> None:
         self.generation += 1
@@ -153,36 +106,33 @@ class _Watch:
         for exchange in overdue:
             del self.waiting[exchange]
             exchange.stalled()
-        self.timer = self.loop.call_later(self.tick, self._sweep) if self.waiting else None
+        self.timer = self.backend.call_later(self.tick, self._sweep) if self.waiting else None
 
 
-class _AsyncioExchange(_Exchange):
-    """On asyncio (uvicorn): watched by the loop's ``_Watch``, ended by a native cancel of the request's task.
+class _Exchange:
+    """One request's receive/send, watched until its body is complete; ended early by cancelling its run.
 
-    Cheaper than a cancel scope per request: a stalled exchange cancels the task
-    that runs it, which ``run`` then takes back (``uncancel``).
+    The run is inside the backend's ``Interruptible``: a stalled or abandoned exchange
+    is cancelled, and the cancellation it caused is taken back as the block exits.
     """
 
-    __slots__ = ("task", "watch")
+    __slots__ = ("_receive", "_send", "body_done", "cut", "ending", "started", "watch")
 
-    def __init__(self, receive: Receive, send: Send, watch: _Watch) -> None:
+    def __init__(self, receive: Receive, send: Send, watch: _Watch, cut: Interruptible) -> None:
         self._receive = receive
         self._send = send
         self.body_done = False
         self.started = False
         self.ending: str | None = None
-        self.task = asyncio.current_task()
+        self.cut = cut
         self.watch = watch
         watch.add(self)
 
     async def run(self, app: ASGIApp, scope: Scope) -> None:
         """Run ``app``; a cancellation this exchange caused ends it quietly, any other propagates."""
         try:
-            await app(scope, self.receive, self.send)
-        except asyncio.CancelledError:
-            if self.ending is None or self.task is None:
-                raise
-            self.task.uncancel()
+            with self.cut:
+                await app(scope, self.receive, self.send)
         finally:
             if not self.body_done:
                 self._body_complete()
@@ -197,53 +147,29 @@ class _AsyncioExchange(_Exchange):
                 self._body_complete()
         return message
 
+    async def send(self, message: Message) -> None:
+        """The app's ``send``: notes whether the response has started."""
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
     def _body_complete(self) -> None:
         self.body_done = True
         self.watch.waiting.pop(self, None)
 
     def stalled(self) -> None:
         """The watch found the body incomplete past its deadline: end the exchange (408)."""
-        if not self.body_done and self.ending is None and self.task is not None:
+        if not self.body_done and self.ending is None:
             self.body_done = True
             self.ending = "stalled"
-            self.task.cancel()
+            self.cut.cancel()
 
     async def _end(self, ending: str) -> Message:
-        """Cancel the exchange from inside the app's ``receive()`` (the body is read in the request's task)."""
+        """End the exchange from inside the app's ``receive()`` (the body is read in the request's task)."""
         self.ending = ending
         self._body_complete()
-        if self.task is not None and asyncio.current_task() is self.task:
-            self.task.cancel()
-            await asyncio.sleep(0)
+        await self.cut.cancel_here()
         return {"type": "http.disconnect"}  # read from another task: it sees the disconnect, as without us
-
-
-class _AnyioExchange(_Exchange):
-    """On other event loops: a cancel scope around the exchange, a deadline on each body read."""
-
-    def __init__(self, receive: Receive, send: Send, timeout: float) -> None:
-        super().__init__(receive, send, timeout)
-        self.deadline = anyio.current_time() + timeout
-        self.scope = anyio.CancelScope()
-
-    async def run(self, app: ASGIApp, scope: Scope) -> None:
-        """Run ``app`` inside this exchange's cancel scope."""
-        with self.scope:
-            await app(scope, self.receive, self.send)
-
-    async def _receive_body(self) -> Message:
-        with anyio.move_on_after(self.deadline - anyio.current_time()) as wait:
-            message = await self._receive()
-        if wait.cancelled_caught:
-            return await self._end("stalled")
-        return message
-
-    async def _end(self, ending: str) -> Message:
-        """Cancel the exchange from inside the app's ``receive()``."""
-        self.ending = ending
-        self.scope.cancel()
-        await anyio.lowlevel.checkpoint()
-        return {"type": "http.disconnect"}
 
 
 async def _respond(send: Send, status: int, body: bytes, content_type: str, *, close: bool = False) -> None:

@@ -150,7 +150,7 @@ def mcp_server(
         tool = app.get(name)
         return tool.input_schema if tool is not None else None
 
-    start = app.start
+    build_request, run, get_tool = app.request, app.run, app.get
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         calling = calling_client.set(client_label(ctx))  # read as the call starts (the notebook's panel)
@@ -170,43 +170,34 @@ def mcp_server(
             return refused_state(params.name)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         channel = channel_for(ctx, modern)
+        tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
         if not wants_progress(ctx, modern):
-            call = start(
-                params.name,
-                params.arguments,
-                request_info=info,
-                channel=channel,
-                resume=resume,
-                response=response,
-                inline=True,
+            result = await run(
+                build_request(
+                    params.name, params.arguments, request_info=info, channel=channel, resume=resume, response=response
+                )
             )
-            result = await call.wait()
         else:
-            tool = app.get(params.name)
             heartbeat = task_wire.heartbeat if tool is not None and tool.task is not None else None
             pump = ProgressPump(ctx.session.report_progress, progress_interval, heartbeat)
-            call = start(
-                params.name,
-                params.arguments,
-                on_progress=pump.offer,
-                request_info=info,
-                channel=channel,
-                resume=resume,
-                response=response,
-                inline=True,
-            )
-            if call.settled:  # refused before it ran (unknown tool, invalid input): no progress to send
-                result = await call.wait()
-            else:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(pump.run)
-                    try:
-                        result = await call.wait()
-                    finally:
-                        pump.close()  # normal end: the last value goes out before the result
+            async with anyio.create_task_group() as group:
+                group.start_soon(pump.run)
+                try:
+                    result = await run(
+                        build_request(
+                            params.name,
+                            params.arguments,
+                            on_progress=pump.offer,
+                            request_info=info,
+                            channel=channel,
+                            resume=resume,
+                            response=response,
+                        )
+                    )
+                finally:
+                    pump.close()  # normal end: the last value goes out before the result
         if result.input_required is not None:
             return input_required(result.input_required)  # sealed on its way out by the boundary
-        tool = call.tool
         return result_to_wire(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )

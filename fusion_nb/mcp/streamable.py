@@ -34,7 +34,6 @@ One POST's exchange and its state machine are ``exchange``; the bytes are ``wire
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -76,7 +75,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine import spawn
+from ..engine import current_backend
 from ._sdk import accepted_media
 from .exchange import PostExchange
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
@@ -144,19 +143,7 @@ def _supervising(
     ``benchmarks/http.py``'s quick calls).
     """
     supervise = partial(_supervise, exchange, receive, cancel_on_disconnect)
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # trio: no loop turn to wait for
-        return spawn(supervise, "fusion-nb call supervisor").cancel
-    cancel_supervisor: list[Callable[[], None]] = []
-    start = loop.call_soon(lambda: cancel_supervisor.append(spawn(supervise, "fusion-nb call supervisor").cancel))
-
-    def stop() -> None:
-        start.cancel()
-        if cancel_supervisor:
-            cancel_supervisor[0]()
-
-    return stop
+    return current_backend().start_later(supervise, "fusion-nb call supervisor")
 
 
 async def _stream_response(

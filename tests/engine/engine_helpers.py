@@ -6,8 +6,9 @@ import asyncio
 from collections.abc import Callable
 
 import anyio
+import anyio.abc
 
-from fusion_nb.engine import App
+from fusion_nb.engine import App, Call, CallRequest, CallResult
 
 
 async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -15,6 +16,45 @@ async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
     with anyio.fail_after(seconds):
         while not condition():
             await anyio.sleep(0.002)
+
+
+async def start_inline(group: anyio.abc.TaskGroup, app: App, request: CallRequest) -> Call:
+    """``await app.run(request)`` in a task of ``group``, as a transport runs it; returns the call once it has begun.
+
+    (An inline run hands back only its result; tests that abort it mid-way need its
+    ``Call``, which ``on_call`` announces as the run begins.)
+    """
+    begun = anyio.Event()
+    found: list[Call] = []
+
+    def seen(call: Call) -> None:
+        if not found:
+            found.append(call)
+            begun.set()
+
+    unsubscribe = app.on_call(seen)
+    try:
+        group.start_soon(app.run, request)
+        with anyio.fail_after(5):
+            await begun.wait()
+    finally:
+        unsubscribe()
+    return found[0]
+
+
+async def run_in_mode(app: App, mode: str, name: str, args: dict[str, object] | None = None) -> tuple[Call, CallResult]:
+    """Run a call ``detached`` (``app.start``, ``wait``) or ``inline`` (``app.run``); its call and result, bounded."""
+    with anyio.fail_after(5):
+        if mode == "detached":
+            call = app.start(name, args)
+            return call, await call.wait()
+        calls: list[Call] = []
+        unsubscribe = app.on_call(calls.append)
+        try:
+            result = await app.run(app.request(name, args))
+        finally:
+            unsubscribe()
+        return calls[0], result
 
 
 def fusion_tasks() -> list[str]:

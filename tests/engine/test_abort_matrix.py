@@ -6,7 +6,7 @@ waiting for input from a channel that never answers. Handler kinds: async, async
 generator, sync, sync generator (a sync body is "stuck" cooperatively: it polls
 ``ctx.signal`` every few ms, as the docs tell authors to). Aborts: ``call.cancel()``, or
 cancelling the task that awaits the call. Modes: detached (``start``) and inline
-(``start(..., inline=True)``, run by its awaiting task). Every combination must settle
+(``app.run(request)``, run by its awaiting task). Every combination must settle
 CANCELLED, run the cleanup it reached, and leave the app exactly as idle as before: no
 call, slot, serializer, background task, thread or body still running
 (``app.stats()``, TEAM.md item 7). Combinations that cannot exist (progress from a
@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from engine_helpers import assert_idle, fusion_tasks, until
+from engine_helpers import assert_idle, fusion_tasks, start_inline, until
 
 from fusion_nb import Fusion
 from fusion_nb.engine import CANCELLED, Call, InputChannel, ask, progress, require_input, respond
@@ -274,16 +274,20 @@ async def abort_scenario(app: Fusion, probe: Probe, stage: str, kind: str, abort
         blocker = app.start("victim", {"role": "blocker"})
         await until(probe.blocker_in.is_set)
 
-    call = app.start("victim", {"role": "victim"}, inline=mode == "inline", channel=NeverAnswers(probe))
+    request = app.request("victim", {"role": "victim"}, channel=NeverAnswers(probe))
     finals: list[str] = []
-    call.watch(lambda c: finals.append(str(c.status)) if c.settled else None)
 
     async def waiter() -> None:
         await call.wait()
 
     async with anyio.create_task_group() as group:
-        if mode == "inline" or abort == "cancel_waiter":
-            group.start_soon(waiter)
+        if mode == "inline":  # run by its awaiting task, as a transport runs it
+            call = await start_inline(group, app, request)
+        else:
+            call = app.start(request)
+            if abort == "cancel_waiter":
+                group.start_soon(waiter)
+        call.watch(lambda c: finals.append(str(c.status)) if c.settled else None)
         await reach(stage, call, probe)
         if abort == "cancel_call":
             assert call.cancel()

@@ -115,8 +115,8 @@ async def test_context_carries_signal_ids_tool_app_and_factory_state(app):
             aborted=ctx.signal.aborted, tool=ctx.tool.name, app=ctx.app, state=dict(ctx.state), call_id=ctx.call_id
         )
 
-    await app.call("ctx", request_info="alice")
-    await app.call("ctx", request_info="bob")
+    await app.run(app.request("ctx", request_info="alice"))
+    await app.run(app.request("ctx", request_info="bob"))
     assert seen["aborted"] is False and seen["tool"] == "ctx" and seen["app"] is app
     assert seen["state"] == {"client": "bob"}
     assert seen["call_id"]

@@ -196,7 +196,7 @@ class Person(InputChannel):
 
 async def test_invalid_answers_are_asked_again_where_the_channel_can(app, pick):
     person = Person([{"n": 50, "color": "red"}, {"n": 5, "color": "mauve"}, {"n": 5, "color": "blue"}])
-    result = await app.call("pick", channel=person)
+    result = await app.run(app.request("pick", channel=person))
     assert result.value == (5, "blue")
     assert person.problems == [
         None,
@@ -225,7 +225,7 @@ async def test_abort_while_waiting_for_answers_cancels_and_cleans_up(app):
         finally:
             cleaned.append("handler")
 
-    call = app.start("confirm", channel=Never())
+    call = app.start(app.request("confirm", channel=Never()))
     await waiting.wait()
     assert call.status == "waiting" and call.request.message == "OK?"
     call.cancel()
@@ -268,39 +268,45 @@ async def test_url_mode_with_safe_urls(app, url):
 
 async def test_deferred_rounds_carry_a_json_continuation(app, refund):
     args = {"id": "inv-7"}
-    first = await app.call("billing.refund", args, channel=DeferToClient())
+    first = await app.run(app.request("billing.refund", args, channel=DeferToClient()))
     assert not first.is_error and first.input_required is not None
     request, cont = first.input_required["request"], first.input_required["continuation"]
     assert request.message == "Refund 12.50 to ACME?"
     cont = json.loads(json.dumps(cont))  # it travels through the client
     assert cont["tool"] == "billing.refund" and cont["round"] == 1 and cont["pending"]["state"] == {"invoice": "inv-7"}
 
-    done = await app.call(
-        "billing.refund",
-        args,
-        channel=DeferToClient(),
-        resume=cont,
-        response=InputResponse("accept", {"confirm": True}),
+    done = await app.run(
+        app.request(
+            "billing.refund",
+            args,
+            channel=DeferToClient(),
+            resume=cont,
+            response=InputResponse("accept", {"confirm": True}),
+        )
     )
     assert done.value == "refunded 1250 cents"
     assert refund.entries[-1] == {"invoice": "inv-7"}
 
-    bad = await app.call("billing.refund", args, channel=DeferToClient(), resume=cont, response={"confirm": "yes"})
+    bad = await app.run(
+        app.request("billing.refund", args, channel=DeferToClient(), resume=cont, response={"confirm": "yes"})
+    )
     assert bad.error.code == INVALID_ANSWER and '"confirm" expected true or false' in bad.error.message
 
-    foreign = await app.call(
-        "billing.refund", {"id": "inv-8"}, channel=DeferToClient(), resume=cont, response={"confirm": True}
+    foreign = await app.run(
+        app.request("billing.refund", {"id": "inv-8"}, channel=DeferToClient(), resume=cont, response={"confirm": True})
     )
     assert foreign.error.code == INVALID_INPUT and "does not belong to this call" in foreign.error.message
-    garbage = await app.call("billing.refund", args, resume={"tool": "billing.refund"}, response={"confirm": True})
+    garbage = await app.run(
+        app.request("billing.refund", args, resume={"tool": "billing.refund"}, response={"confirm": True})
+    )
     assert garbage.error.code == INVALID_INPUT
 
 
 async def test_deferred_round_numbers_continue_across_resumes(app, endless):
     cont, n = None, 0
     while True:
-        result = await app.call(
-            "endless", channel=DeferToClient(), resume=cont, response={f"q{n - 1}": "x"} if cont else None
+        result = await app.run(
+            app.request("endless", channel=DeferToClient(), resume=cont, response={f"q{n - 1}": "x"} if cont else None)
         )
         if result.input_required is None:
             break
@@ -342,10 +348,10 @@ async def test_a_nested_inline_call_sees_only_its_own_answers(app):
     async def outer(input, ctx):
         if read_input("confirm") is None:
             return require_input.elicit("OK?", {"confirm": ask.boolean()})
-        nested = await app.call("inner", inline=True)
+        nested = await app.run(app.request("inner"))
         return (read_input("confirm"), nested.value)
 
-    result = await app.call("outer", answers={"confirm": True}, inline=True)
+    result = await app.run(app.request("outer", answers={"confirm": True}))
     assert result.value == (True, None)
     assert read_input("confirm") is None, "nothing leaks into the caller"
 

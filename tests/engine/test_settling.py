@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from engine_helpers import assert_idle, fusion_tasks, until
+from engine_helpers import assert_idle, fusion_tasks, run_in_mode, start_inline, until
 
 from fusion_nb import Fusion
 from fusion_nb.engine import (
@@ -157,8 +157,7 @@ async def test_1_a_handler_raising_aborted_without_an_abort_settles_internal_err
 ) -> None:
     """Before the fix: detached, the call stayed ``running`` forever; inline, ``Call.wait`` failed an assert."""
     app.f.action("liar").handle(raising(kind, lambda: Aborted(CANCELLED)))
-    call = app.start("liar", inline=mode == "inline")
-    result = await run_to_result(call)
+    call, result = await run_in_mode(app, mode, "liar")
     assert result.error is not None and result.error.code == INTERNAL_ERROR, result
     assert "Aborted" in result.error.message
     assert call.status == "failed"
@@ -186,12 +185,13 @@ async def test_2_a_foreign_cancellation_settles_internal_error_and_the_awaiting_
         entered.set()
         return await awaited
 
-    call = app.start("fragile", inline=mode == "inline")
+    calls: list[Call] = []
+    app.on_call(calls.append)
     outcome: list[Any] = []
 
     async def waiter() -> None:
         try:
-            outcome.append(await call.wait())
+            outcome.append(await (app.run(app.request("fragile")) if mode == "inline" else app.start("fragile").wait()))
         except asyncio.CancelledError:
             outcome.append("the foreign cancellation escaped into the awaiting task")
             return
@@ -205,7 +205,7 @@ async def test_2_a_foreign_cancellation_settles_internal_error_and_the_awaiting_
             group.start_soon(waiter)
             await entered.wait()
             awaited.cancel()  # somebody else cancels what the handler awaits
-    result = outcome[0]
+    result, (call,) = outcome[0], calls
     assert isinstance(result, CallResult), result
     assert result.error is not None and result.error.code == INTERNAL_ERROR, result
     assert "CancelledError" in result.error.message
@@ -213,26 +213,27 @@ async def test_2_a_foreign_cancellation_settles_internal_error_and_the_awaiting_
     assert outcome[1] == 0, "the awaiting task was left with a cancellation request"
 
 
-# -- 3. an inline start that is never awaited -------------------------------------------
+# -- 3. a call's slot is held only while its body runs ---------------------------------------
 
 
-async def test_3_an_inline_call_never_awaited_holds_no_slot(app: Fusion) -> None:
-    """Before the fix the un-awaited handle took the only slot at ``start()``: every later call was refused."""
+async def test_3_a_request_never_run_holds_no_slot(app: Fusion) -> None:
+    """Before the fix an un-awaited inline handle took the only slot at ``start()``: every later call was refused.
+
+    A request is data until it runs; runs in either mode leave the slot free.
+    """
 
     @app.f.action("single").concurrency(1, 0).handle
     async def single(input: Any, ctx: Any) -> str:
         return "ran"
 
-    forgotten = app.start("single", inline=True)
-    awaited_later = app.start("single", inline=True)
+    forgotten = app.request("single")
     with anyio.fail_after(5):
         detached = await app.call("single")
-        inline = await app.call("single", inline=True)
+        inline = await app.run(app.request("single"))
     assert (detached.value, inline.value) == ("ran", "ran"), (detached, inline)
     stats = app.stats()
     assert (stats.slots_active, stats.slots_queued) == (0, 0), stats
-    assert (await run_to_result(awaited_later)).value == "ran"  # awaiting it is what runs it
-    assert forgotten.cancel() and forgotten.status == "cancelled"
+    assert (await app.run(forgotten)).value == "ran"  # running it later is what takes the slot
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -245,7 +246,7 @@ async def test_3_5_a_settled_call_has_given_its_slot_back(app: Fusion, kind: str
     """
     app.f.action("single").concurrency(1, 0).handle(returning(kind, "ran"))
     for _ in range(3):
-        result = await run_to_result(app.start("single", inline=mode == "inline"))
+        _, result = await run_in_mode(app, mode, "single")
         assert result.value == "ran", result
 
 
@@ -527,10 +528,8 @@ async def test_7_an_exception_raised_in_cleanup_after_an_abort_is_logged(
     caplog.set_level(logging.DEBUG, logger="fusion_nb")
     stuck = threading.Event()
     app.f.action("messy").handle(breaking_cleanup(kind, stuck))
-    call = app.start("messy", inline=mode == "inline")
     async with anyio.create_task_group() as group:
-        if mode == "inline":
-            group.start_soon(call.wait)
+        call = await start_inline(group, app, app.request("messy")) if mode == "inline" else app.start("messy")
         await until(stuck.is_set)
         assert call.cancel()
     assert (await run_to_result(call)).error.code == CANCELLED
@@ -567,7 +566,7 @@ async def test_8_an_unexpected_exception_gives_its_class_tool_and_error_id_never
         return exc
 
     app.f.action("report").handle(raising(kind, missing_file))
-    result = await run_to_result(app.start("report", inline=mode == "inline"))
+    _, result = await run_in_mode(app, mode, "report")
 
     assert result.error is not None and result.error.code == INTERNAL_ERROR, result
     shown = client_text(result)

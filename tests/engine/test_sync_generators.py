@@ -129,7 +129,7 @@ async def test_an_abort_mid_flood_closes_the_generator_once_in_its_own_thread(ap
 
 async def test_an_inline_call_aborted_mid_flood_closes_the_generator_once(app, forever, recorder):
     with anyio.CancelScope() as scope:
-        await app.call("forever", on_progress=lambda event: scope.cancel(), inline=True)
+        await app.run(app.request("forever", on_progress=lambda event: scope.cancel()))
     assert scope.cancelled_caught
     assert await app.wait_background(10)
     recorder.assert_one_thread_closed_once()

@@ -7,7 +7,9 @@ answers. Real loopback HTTP (asyncio: uvicorn).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 
 import anyio
 import httpx
@@ -246,16 +248,28 @@ def _request():
     return Request({"type": "http", "method": "POST", "headers": [], "path": "/mcp", "query_string": b""})
 
 
-async def test_a_call_that_completes_at_once_starts_no_supervisor(monkeypatch):
+async def test_a_call_that_completes_at_once_starts_no_supervisor():
     """The fast path's promise: a quick tool's POST runs in its own task and nothing else (no task, no loop turn)."""
-    started: list[str] = []
-    real_spawn = streamable.spawn
+    tasks: list[asyncio.Task] = []
+    loop = asyncio.get_running_loop()
+    factory = loop.get_task_factory()
 
-    def counting_spawn(fn, name, *args, **kwargs):
-        started.append(name)
-        return real_spawn(fn, name, *args, **kwargs)
+    def counting(loop, coro, **kwargs):  # every task the loop starts (named after the factory returns)
+        task = factory(loop, coro, **kwargs) if factory else asyncio.Task(coro, loop=loop, **kwargs)
+        tasks.append(task)
+        return task
 
-    monkeypatch.setattr(streamable, "spawn", counting_spawn)
+    def started() -> list[str]:
+        return [task.get_name() for task in tasks if task.get_name() == "fusion-nb call supervisor"]
+
+    loop.set_task_factory(counting)
+    try:
+        await _quick_calls_then_a_waiting_one(started)
+    finally:
+        loop.set_task_factory(factory)
+
+
+async def _quick_calls_then_a_waiting_one(started: Callable[[], list[str]]) -> None:
     async with serve() as served, httpx.AsyncClient() as http:
         session = await open_session(http, served)
         params = {"name": "echo", "arguments": {"text": "x"}}
@@ -265,14 +279,14 @@ async def test_a_call_that_completes_at_once_starts_no_supervisor(monkeypatch):
             modern = {**legacy, "params": {**params, "_meta": MODERN_META}}
             assert (await http.post(served.url, json=legacy, headers=served.headers(**session))).status_code == 200
             assert (await http.post(served.url, json=modern, headers=served.headers(**routing))).status_code == 200
-        assert started == []
+        assert started() == []
         stall = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "stall", "arguments": {}}}
         async with anyio.create_task_group() as group:
             group.start_soon(lambda: http.post(served.url, json=stall, headers=served.headers(**session)))
             await served.probe["entered"].wait()
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
             await http.post(served.url, json=cancel, headers=served.headers(**session))
-        assert started == ["fusion-nb call supervisor"]  # a call that waits is supervised
+        assert started() == ["fusion-nb call supervisor"]  # a call that waits is supervised
 
 
 async def test_a_repeated_initialized_adds_no_second_listener_for_its_connection():

@@ -117,7 +117,7 @@ async def test_bad_task_requests_get_one_sentence_each():
                 await anyio.sleep(0.01)
             task_id = tasks.created[0]
             for responses, sentence in (
-                ({"other": {"action": "accept", "content": {"go": True}}}, f'asks for input "go", not "other".'),
+                ({"other": {"action": "accept", "content": {"go": True}}}, 'asks for input "go", not "other".'),
                 ({"go": {"action": "maybe"}}, 'tasks/update: inputResponses["go"] must be an elicitation answer'),
             ):
                 with pytest.raises(MCPError) as wrong:

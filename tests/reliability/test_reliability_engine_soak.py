@@ -24,6 +24,7 @@ from collections import Counter
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from reliability_support import FIGURES, Budget, engine_residue
 
@@ -148,6 +149,52 @@ TOOLS = ["async_limited", "sync_ignorer", "sync_steps", "timed", "raising_cleanu
 FINAL = {"done", "failed", "cancelled", "timed out"}
 
 
+async def _run_inline(group: anyio.abc.TaskGroup, app: Any, tool: str) -> Any:
+    """``app.run`` a call of ``tool`` in a task of ``group``; its ``Call``, once the run has begun."""
+    args: dict[str, Any] = {}  # this call's own (its identity finds the call among concurrent ones)
+    found: list[Any] = []
+    begun = anyio.Event()
+
+    def seen(call: Any) -> None:
+        if call.arguments is args and not found:
+            found.append(call)
+            begun.set()
+
+    async def run() -> None:
+        result = await app.run(app.request(tool, args))
+        if not found:  # refused before it began (SERVER_BUSY): it was never announced
+            found.append(_Refused(result))
+            begun.set()
+
+    unsubscribe = app.on_call(seen)
+    try:
+        group.start_soon(run)
+        await begun.wait()
+    finally:
+        unsubscribe()
+    return found[0]
+
+
+class _Refused:
+    """What the soak reads of a call refused before it began (``app.run`` gives only its result)."""
+
+    id = "refused"
+    settled = True
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.status = "failed"
+
+    def watch(self, listener: Any) -> Any:
+        return lambda: None
+
+    def cancel(self) -> bool:
+        return False
+
+    async def wait(self) -> Any:
+        return self.result
+
+
 async def test_engine_fault_soak(budget: Budget, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="fusion_nb")
     bodies = Bodies()
@@ -163,8 +210,9 @@ async def test_engine_fault_soak(budget: Budget, caplog: pytest.LogCaptureFixtur
         route = rng.choices(["wait", "cancel-call", "cancel-task"], [0.6, 0.2, 0.2])[0]
         inline = rng.random() < 0.5
         delay = rng.uniform(0, 0.03)
-        async with limiter:
-            call = app.start(tool, {}, inline=inline)
+        async with limiter, anyio.create_task_group() as runs:
+            # inline: run by a task of its own (``app.run``), as a transport runs it
+            call = await _run_inline(runs, app, tool) if inline else app.start(tool, {})
             seen = results.setdefault(f"{index}:{call.id}", [])
             call.watch(lambda c, seen=seen: seen.append(c.status) if c.status in FINAL else None)
             if call.settled:
@@ -184,6 +232,8 @@ async def test_engine_fault_soak(budget: Budget, caplog: pytest.LogCaptureFixtur
                 else:
                     with anyio.move_on_after(delay):
                         await call.wait()
+                    if inline:
+                        runs.cancel_scope.cancel()  # the task running it is cancelled
                     result = call.result if call.settled else await _settled(call)
             if deadline.cancelled_caught or result is None:
                 never_settled.append(f"{tool} #{call.id} ({route}, inline={inline}): {call.status}")

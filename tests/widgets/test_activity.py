@@ -124,7 +124,7 @@ async def test_a_call_waiting_for_input_is_live_at_once(app):
             await anyio.sleep_forever()
 
     panel = ActivityPanel(app, delay=3600)
-    call = app.start("confirm", {}, channel=Waits())
+    call = app.start(app.request("confirm", {}, channel=Waits()))
     await until(call, lambda c: c.status == "waiting")
     assert call in panel.live
     await settle_flushes(panel)
@@ -175,20 +175,22 @@ async def test_a_2026_multi_round_call_is_one_row(app):
         return "refunded" if read_input("confirm") else "kept"
 
     panel = ActivityPanel(app, delay=3600, origin=lambda: "client")
-    first = await app.call("refund", {"id": "inv-7"}, channel=DeferToClient())
+    first = await app.run(app.request("refund", {"id": "inv-7"}, channel=DeferToClient()))
     assert first.input_required is not None
     await settle_flushes(panel)
     assert "waiting for the client" in panel.board.value and "1 waiting for a client" in panel.header.value
     cont = json.loads(json.dumps(first.input_required["continuation"]))
     answer = InputResponse("accept", {"confirm": True})
-    done = await app.call("refund", {"id": "inv-7"}, channel=DeferToClient(), resume=cont, response=answer)
+    done = await app.run(app.request("refund", {"id": "inv-7"}, channel=DeferToClient(), resume=cont, response=answer))
     assert done.value == "refunded"
     await settle_flushes(panel)
     assert panel.total == 1, "two engine calls, one call to a person"
     assert "1 call in the last minute, 0 failed" in panel.header.value
     assert "waiting for" not in panel.board.value + panel.header.value
     # two clients asking the same thing at once: one waiting row, and the other still counted
-    both = [app.start("refund", {"id": "inv-8"}, channel=DeferToClient()) for _ in range(2)]  # at the same time
+    both = [
+        app.start(app.request("refund", {"id": "inv-8"}, channel=DeferToClient())) for _ in range(2)
+    ]  # at the same time
     for call in both:
         await call.wait()
     await settle_flushes(panel)
@@ -216,7 +218,7 @@ async def test_rounds_nobody_continues_cost_a_bounded_memory(app):
 
     panel = ActivityPanel(app, delay=3600)
     for number in range(MAX_WAITING + 5):
-        assert (await app.call("refund", {"id": f"inv-{number}"}, channel=DeferToClient())).input_required
+        assert (await app.run(app.request("refund", {"id": f"inv-{number}"}, channel=DeferToClient()))).input_required
     assert len(panel.continuing) == MAX_WAITING and panel.total == 5, "the oldest unanswered rounds count as ended"
     assert panel.live == {}
     panel.close()

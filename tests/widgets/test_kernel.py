@@ -62,7 +62,7 @@ async def one(kernel, model, what, **state):
 
 async def test_submitting_the_form_resumes_the_awaiting_cell(kernel):
     await kernel.run(SETUP)
-    cell = kernel.submit(run_in_view("app.start('greet', channel=WidgetInputChannel())"))
+    cell = kernel.submit(run_in_view("app.start(app.request('greet', channel=WidgetInputChannel()))"))
     submit = await one(kernel, "ButtonModel", "the Submit button", description="Submit")
     name = await one(kernel, "TextModel", "the name field", description="Your name")
     assert cell.reply is None, "the cell awaits the answer"

@@ -182,7 +182,7 @@ async def test_url_prompt_links_safely_and_answers():
 
 async def test_submit_in_the_call_view_resumes_the_handler(app, refund):
     channel = WidgetInputChannel(frontend=True)
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
+    call = app.start(app.request("billing.refund", {"id": "inv-7"}, channel=channel))
     view = CallView(call)
     await until(call, waiting)
     form = view.prompt
@@ -205,7 +205,7 @@ async def test_submit_in_the_call_view_resumes_the_handler(app, refund):
     ("button", "answer", "shown"), [("decline", "declined", "Declined"), ("dismiss", "cancelled", "Dismissed")]
 )
 async def test_decline_and_dismiss_answers_reach_the_handler(app, refund, button, answer, shown):
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True)))
     view = CallView(call)
     await until(call, waiting)
     labels = [b.description for b in (*view.prompt.buttons, view.stop_button)]
@@ -217,7 +217,9 @@ async def test_decline_and_dismiss_answers_reach_the_handler(app, refund, button
 
 async def test_without_a_view_the_channel_shows_the_form_itself(app, refund):
     shown = []
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True, show=shown.append))
+    call = app.start(
+        app.request("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True, show=shown.append))
+    )
     await until(call, waiting)
     (form,) = shown
     form.inputs["reason"].widget.value = "late"
@@ -229,7 +231,7 @@ async def test_without_a_view_the_channel_shows_the_form_itself(app, refund):
     "channel", [WidgetInputChannel(frontend=False), WidgetInputChannel()], ids=["forced", "no-kernel"]
 )
 async def test_no_widget_frontend_fails_fast(app, refund, channel):
-    result = await app.call("billing.refund", {"id": "inv-7"}, channel=channel)
+    result = await app.run(app.request("billing.refund", {"id": "inv-7"}, channel=channel))
     assert result.error.code == ELICITATION_UNSUPPORTED and channel.prompts == []
 
 
@@ -240,7 +242,7 @@ async def test_url_request_in_a_view(app):
             return require_input.url("Pay on the provider's page", "https://pay.example/session", key="pay")
         return "paid" if read_input("pay") else "not paid"
 
-    call = app.start("pay", channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("pay", channel=WidgetInputChannel(frontend=True)))
     view = CallView(call)
     await until(call, waiting)
     assert isinstance(view.prompt, UrlPrompt)
@@ -283,7 +285,7 @@ async def test_cancel_button_aborts_the_call(app, stuck):
 
 
 async def test_cancel_while_the_form_waits_disables_the_form(app, refund):
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True)))
     view = CallView(call)
     await until(call, waiting)
     form = view.prompt
@@ -353,7 +355,7 @@ async def test_a_view_of_a_settled_call_subscribes_to_nothing(app):
     call = app.start("quick")
     await call.wait()
     view = CallView(call)
-    assert call._listeners == [] and repr(view).startswith("<CallView quick: ✔ done 100% · ")
+    assert not call._listeners and repr(view).startswith("<CallView quick: ✔ done 100% · ")
     assert view.stop_button.layout.display == "none" and "42" not in view.status_line.value
 
 
@@ -519,7 +521,7 @@ async def test_text_progress_prints_throttled_lines_and_the_final_one(app):
 
 
 async def test_one_form_shows_in_every_view_of_the_call(app, refund):
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("billing.refund", {"id": "inv-7"}, channel=WidgetInputChannel(frontend=True)))
     first, second = CallView(call), CallView(call)
     await until(call, waiting)
     assert first.prompt is second.prompt is not None, "two views of one call share the form"
@@ -534,7 +536,7 @@ async def test_a_timeout_marks_the_waiting_form_timed_out(app):
     async def slow(input, ctx):
         return require_input.elicit("Still there?", {"ok": ask.boolean("OK")})
 
-    call = app.start("slow", channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("slow", channel=WidgetInputChannel(frontend=True)))
     view = CallView(call)
     await until(call, waiting)
     result = await call.wait()
@@ -625,7 +627,7 @@ async def test_earlier_rounds_stay_visible_compact_with_the_question_above_the_a
             return require_input.elicit("How many seats?", {"seats": ask.integer("Seats").min(1).max(9)})
         return f"{read_input('name')}: {read_input('seats')}"
 
-    call = app.start("signup", channel=WidgetInputChannel(frontend=True))
+    call = app.start(app.request("signup", channel=WidgetInputChannel(frontend=True)))
     view = CallView(call)
     await until(call, waiting)
     first = view.prompt
@@ -720,7 +722,7 @@ async def test_scripted_answers_leave_the_answered_form_in_the_calls_view(app, r
     channel = ShownScriptedAnswers(
         ScriptedAnswers({"confirm": True, "reason": "asked twice", "amount": 20}), frontend=True
     )
-    call = app.start("billing.refund", {"id": "inv-7"}, channel=channel)
+    call = app.start(app.request("billing.refund", {"id": "inv-7"}, channel=channel))
     view = CallView(call)
     result = await call.wait()
     assert result.value == "refunded 20 for asked twice"
