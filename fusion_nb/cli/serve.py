@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..mcp.client_config import TOKEN_ENV
+from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, restart_note
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
@@ -186,12 +186,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
 
     def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
         if inherited is None:
-            url = f"http://{_shown(args.host)}:{port}/mcp"
-            log_to_stderr(f"serving {len(loaded.app.tools)} tool(s) at {url} (health: /healthz)")
-            generated = bool(asgi.state.token) and not (args.token or os.environ.get(TOKEN_ENV))
-            if generated:
-                log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {asgi.state.token}")
-            _print_configs(url, asgi.state.token, port_fixed=args.port != 0, token_fixed=not generated)
+            _announce(f"serving {len(loaded.app.tools)} tool(s)", args, port, asgi.token)
         else:
             log_to_stderr(f"worker {os.getpid()} ready on port {port}")
             signal_ready()
@@ -201,24 +196,22 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     return 0
 
 
-def _shown(host: str) -> str:
-    """``host`` as it goes in a URL (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host else host
+def _announce(what: str, args: argparse.Namespace, port: int, token: str | None) -> None:
+    """The start-up lines on stderr: where, a generated token (once), then the pasteable client configs.
 
-
-def _print_configs(url: str, token: str | None, *, port_fixed: bool, token_fixed: bool) -> None:
-    """The pasteable client configs, on stderr (a person reads them; stdout stays free).
-
-    A token the operator chose (``--token``, ``FUSION_NB_TOKEN``) reads ``TOKEN``: they know
-    it, and a service's log must not keep it. A generated one is printed (it is already,
-    once: nobody could connect otherwise).
+    They go to stderr: a person reads them, stdout stays free. A token the operator chose
+    (``--token``, ``FUSION_NB_TOKEN``) reads ``TOKEN`` in the configs: they know it, and a
+    service's log must not keep it. A generated one is printed (nobody could connect otherwise).
     """
-    from ..mcp.client_config import http_configs, restart_note
-
+    url = mcp_url(args.host, port)
+    log_to_stderr(f"{what} at {url} (health: /healthz)")
+    generated = token is not None and not (args.token or os.environ.get(TOKEN_ENV))
+    if generated:
+        log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
     note = restart_note(
-        port_fixed=port_fixed, token_fixed=token_fixed, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
+        port_fixed=args.port != 0, token_fixed=not generated, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
     )
-    hidden = f"the one given by --token or ${TOKEN_ENV}" if token_fixed else None
+    hidden = None if generated else f"the one given by --token or ${TOKEN_ENV}"
     with contextlib.suppress(OSError, ValueError):
         print(http_configs(url, token, note=note, hidden=hidden), file=sys.stderr, flush=True)
 
@@ -299,12 +292,7 @@ class _Workers:
         env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
         if not args.no_auth:
             env[TOKEN_ENV] = self.token
-        url = f"http://{_shown(args.host)}:{port}/mcp"
-        log_to_stderr(f"starting {args.workers} workers at {url} (health: /healthz)")
-        generated = not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV))
-        if generated:
-            log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {self.token}")
-        _print_configs(url, None if args.no_auth else self.token, port_fixed=args.port != 0, token_fixed=not generated)
+        _announce(f"starting {args.workers} workers", args, port, None if args.no_auth else self.token)
         try:
             for _ in range(args.workers if not self.stopping else 0):
                 self._start(sock, env)

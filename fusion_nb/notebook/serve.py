@@ -27,14 +27,13 @@ class KernelServer:
     ) -> None:
         """Bind now (``port`` 0: a free one) and serve on the running loop; ``token`` None: generated."""
         self.asgi = http_app(app, host=host, auth=auth, token=token if auth else None)
-        self.token: str | None = self.asgi.state.token
+        self.token: str | None = self.asgi.token
         self.port_fixed = port != 0
         self.token_fixed = token is not None
         self._socket = listening_socket(host, port)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
-        shown_host = f"[{host}]" if ":" in host else host
-        self.url = f"http://{shown_host}:{self.port}/mcp"
+        self.url = client_config.mcp_url(host, self.port)
         self._uvicorn = in_loop_server(self.asgi)
         # created in the serving cell's context: server output lands in that cell
         self._task = asyncio.get_running_loop().create_task(
