@@ -20,13 +20,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, restart_note
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
 from .source import load_source
+
+if TYPE_CHECKING:
+    from ..mcp.options import HttpOptions
 
 WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
 READY_FD_ENV = "FUSION_NB_READY_FD"
@@ -135,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"{flag} applies to --transport http only")
         return asyncio.run(_serve_stdio(args))
     token = None if args.no_auth else (args.token or os.environ.get(TOKEN_ENV) or None)
+    _http_options(args, token, key=None)  # a bad flag stops here, before any source is loaded or worker started
     if args.no_auth:
         log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
     if args.workers > 1 and WORKER_FD_ENV not in os.environ:
@@ -155,8 +159,34 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the command's flag for each option whose refusal names it (their sentences start with the option's name)
+_FLAGS = {"allowed_hosts": "--allow-host", "allowed_origins": "--allow-host", "worker_name": "--worker-name"}
+
+
+def _http_options(args: argparse.Namespace, token: str | None, key: str | None) -> HttpOptions:
+    """The ``HttpOptions`` this command serves with (``http_app``'s one definition); a bad flag is one sentence."""
+    from ..mcp.options import HttpOptions
+
+    try:
+        return HttpOptions(
+            host=args.host,
+            token=token,
+            auth=not args.no_auth,
+            allowed_hosts=args.allow_host,
+            allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
+            request_state_keys=[key] if key else None,
+            worker_name=args.worker_name,
+        )
+    except ValueError as refused:
+        message = str(refused)
+        for option, flag in _FLAGS.items():
+            if message.startswith(option):
+                message = flag + message[len(option) :]
+        raise CliError(message) from None
+
+
 async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
-    from ..mcp import http_app
+    from ..mcp.http import HttpApp
 
     inherited = os.environ.get(WORKER_FD_ENV)
     key = resolve_state_key(args.state_key_file, create=args.workers > 1)
@@ -167,16 +197,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     else:
         sock = socket.socket(fileno=int(inherited))
         sock.setblocking(False)
-    asgi = http_app(
-        loaded.app,
-        host=args.host,
-        token=token,
-        auth=not args.no_auth,
-        allowed_hosts=args.allow_host,
-        allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
-        request_state_keys=[key] if key else None,
-        worker_name=args.worker_name,
-    )
+    asgi = HttpApp(loaded.app, _http_options(args, token, key))
     from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
