@@ -152,18 +152,31 @@ def test_every_public_symbol_has_a_docstring() -> None:
 
 
 def test_the_facade_serves_every_option_of_the_mcp_layer():
-    """``Fusion.http_app`` / ``mcp_server`` restate ``fusion_nb.mcp``'s options (the package imports the SDK
-    only when used); they drifted before (``max_sessions`` was missing), so every option, its kind and its
-    default must match."""
+    """``Fusion.http_app`` / ``mcp_server`` and ``fusion_nb.mcp``'s functions take the options' fields, each
+    as a keyword with its default; they drifted before (``max_sessions`` was missing), so both sides are
+    checked against the one definition (``HttpOptions``, ``ServerOptions``), not only against each other."""
+    import dataclasses
     import inspect
 
     import fusion_nb
     import fusion_nb.mcp
+    from fusion_nb.mcp.options import HttpOptions, ServerOptions
 
-    for facade, layer in (
-        (fusion_nb.Fusion.http_app, fusion_nb.mcp.http_app),
-        (fusion_nb.Fusion.mcp_server, fusion_nb.mcp.mcp_server),
+    for facade, layer, options in (
+        (fusion_nb.Fusion.http_app, fusion_nb.mcp.http_app, HttpOptions),
+        (fusion_nb.Fusion.mcp_server, fusion_nb.mcp.mcp_server, ServerOptions),
+        (None, fusion_nb.mcp.serve_stdio, ServerOptions),
     ):
-        ours = list(inspect.signature(facade).parameters.values())[1:]  # self
-        theirs = list(inspect.signature(layer).parameters.values())[1:]  # app
-        assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs], facade
+        fields = [(f.name, inspect.Parameter.KEYWORD_ONLY, f.default) for f in dataclasses.fields(options) if f.init]
+        assert len(fields) > 3, options
+        for function in (facade, layer):
+            if function is not None:
+                taken = list(inspect.signature(function).parameters.values())[1:]  # self / app
+                assert [(p.name, p.kind, p.default) for p in taken] == fields, function
+    app = fusion_nb.Fusion("parity")
+    assert (
+        app.http_app(token="t" * 32, max_sessions=5).options
+        == fusion_nb.mcp.http_app(app, token="t" * 32, max_sessions=5).options
+    )
+    with pytest.raises(TypeError, match="max_session"):
+        app.http_app(max_session=5)  # type: ignore[call-arg]

@@ -141,11 +141,8 @@ async def bridge(
     streams: Any = None,
 ) -> int:
     """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     from .. import __version__
+    from ..mcp.http import connect
 
     server, relay = _bridge_server(url)
     finished = anyio.Event()
@@ -154,20 +151,17 @@ async def bridge(
         """The upstream client, for as long as the bridge runs; its failure once serving is the relay's to report."""
         started = False
         try:
-            async with (
-                httpx2.AsyncClient(
-                    headers=_with_token(headers, token) or None,
-                    timeout=httpx2.Timeout(30, read=300),
-                    transport=_watching_transport(),
-                ) as http,
-                Client(
-                    _as_host(streamable_http_client(url, http_client=http)),
-                    mode=upstream_mode,
-                    client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
-                    elicitation_callback=_forward_elicitation,
-                    message_handler=relay.on_upstream_message,
-                ) as client,
-            ):
+            async with connect(
+                url,
+                token,
+                mode=upstream_mode,
+                headers=headers,
+                transport=_watching_transport(),
+                outgoing=_HostStamp,
+                client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
+                elicitation_callback=_forward_elicitation,
+                message_handler=relay.on_upstream_message,
+            ) as client:
                 relay.client = client
                 async with anyio.create_task_group() as follow:
                     await follow.start(relay.follow_upstream)  # listening upstream before the host can list tools
@@ -195,7 +189,9 @@ async def bridge(
                     await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
             finished.set()
     except* Exception as failed:
-        raise CliError(_upstream_failure(url, _with_token(headers, token), failed)) from None
+        from ..mcp.http import bearer_headers
+
+        raise CliError(_upstream_failure(url, bearer_headers(token, headers), failed)) from None
     return 0
 
 
@@ -230,39 +226,26 @@ class _Relay:
             )
             log(self.failed)
         for failure in list(self.pending):
-            failure.error = failure.error or exc
-            failure.event.set()
+            failure.fail(exc)
         return self.failed
 
     async def forward(self, upstream: Any) -> Any:
-        """Await ``upstream()`` (one downstream call's upstream request), or fail it when its POST failed."""
+        """Await ``upstream()`` (one downstream call's upstream request), or fail it when its POST failed.
+
+        The wait runs in the call's own cancel scope, which ``_Failure.fail`` cancels; the
+        upstream's own error propagates as is.
+        """
         if self.failed is not None:
             raise MCPError(types.INTERNAL_ERROR, self.failed)
         failure = _Failure()
         reset = _call_failure.set(failure)
         self.pending.add(failure)
-        result: list[Any] = []
-        raised: list[Exception] = []  # the upstream's own error, re-raised as is (not in a task group's group)
         try:
-            async with anyio.create_task_group() as group:
-
-                async def run() -> None:
-                    try:
-                        result.append(await upstream())
-                    except Exception as exc:
-                        raised.append(exc)
-                    group.cancel_scope.cancel()
-
-                group.start_soon(run)
-                await failure.event.wait()
-                group.cancel_scope.cancel()
+            with failure.scope:
+                return await upstream()
         finally:
             self.pending.discard(failure)
             _call_failure.reset(reset)
-        if raised:
-            raise raised[0]
-        if result:
-            return result[0]
         raise MCPError(types.INTERNAL_ERROR, self.upstream_failed(failure.error or RuntimeError()))
 
     async def tools_changed(self) -> None:
@@ -328,11 +311,16 @@ class _Relay:
 
 
 class _Failure:
-    """One downstream call's upstream failure: set by ``_Watch`` when a POST of that call failed."""
+    """One downstream call's upstream failure: ``Watch`` fails it when a POST of that call failed."""
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
+        self.scope = anyio.CancelScope()  # the call's wait for its upstream answer
         self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        """Record ``error`` (the first one stays) and end the call's wait."""
+        self.error = self.error or error
+        self.scope.cancel()
 
 
 def _watching_transport() -> Any:
@@ -359,8 +347,7 @@ def _watching_transport() -> Any:
             except httpx2.TransportError as exc:
                 failure = _call_failure.get(None)
                 if failure is not None and request.method == "POST":
-                    failure.error = exc
-                    failure.event.set()
+                    failure.fail(exc)
                 raise
 
         async def aclose(self) -> None:
@@ -499,13 +486,6 @@ def _one_error(exc: BaseException) -> Any:
     )
 
 
-@contextlib.asynccontextmanager
-async def _as_host(transport: Any) -> AsyncIterator[Any]:
-    """The upstream transport, whose writer restamps requests made for a host (``_HostStamp``)."""
-    async with transport as (read_stream, write_stream):
-        yield read_stream, _HostStamp(write_stream)
-
-
 class _HostStamp:
     """The upstream write stream: a request sent for a host declares the host's identity and elicitation modes.
 
@@ -564,11 +544,6 @@ def _restamped(item: Any, ctx: Any) -> Any:
         )
     restamped = message.model_copy(update={"params": {**params, "_meta": meta}})
     return dataclasses.replace(item, message=restamped)
-
-
-def _with_token(headers: dict[str, str] | None, token: str | None) -> dict[str, str]:
-    """The headers the bridge sends upstream (the probe below repeats the same request)."""
-    return {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
 
 
 def _upstream_failure(url: str, headers: dict[str, str] | None, group: BaseExceptionGroup[Exception]) -> str:

@@ -20,13 +20,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..mcp.client_config import TOKEN_ENV
+from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, restart_note
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
 from .source import load_source
+
+if TYPE_CHECKING:
+    from ..mcp.options import HttpOptions
 
 WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
 READY_FD_ENV = "FUSION_NB_READY_FD"
@@ -141,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"{flag} applies to --transport http only")
         return asyncio.run(_serve_stdio(args))
     token = None if args.no_auth else (args.token or os.environ.get(TOKEN_ENV) or None)
+    _http_options(args, token, key=None)  # a bad flag stops here, before any source is loaded or worker started
     if args.no_auth:
         log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
     if args.workers > 1 and WORKER_FD_ENV not in os.environ:
@@ -170,8 +174,34 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the command's flag for each option whose refusal names it (their sentences start with the option's name)
+_FLAGS = {"allowed_hosts": "--allow-host", "allowed_origins": "--allow-host", "worker_name": "--worker-name"}
+
+
+def _http_options(args: argparse.Namespace, token: str | None, key: str | None) -> HttpOptions:
+    """The ``HttpOptions`` this command serves with (``http_app``'s one definition); a bad flag is one sentence."""
+    from ..mcp.options import HttpOptions
+
+    try:
+        return HttpOptions(
+            host=args.host,
+            token=token,
+            auth=not args.no_auth,
+            allowed_hosts=args.allow_host,
+            allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
+            request_state_keys=[key] if key else None,
+            worker_name=args.worker_name,
+        )
+    except ValueError as refused:
+        message = str(refused)
+        for option, flag in _FLAGS.items():
+            if message.startswith(option):
+                message = flag + message[len(option) :]
+        raise CliError(message) from None
+
+
 async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
-    from ..mcp import http_app
+    from ..mcp.http import HttpApp
 
     inherited = os.environ.get(WORKER_FD_ENV)
     key = resolve_state_key(args.state_key_file, create=args.workers > 1)
@@ -183,16 +213,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     else:
         sock = socket.socket(fileno=int(inherited))
         sock.setblocking(False)
-    asgi = http_app(
-        loaded.app,
-        host=args.host,
-        token=token,
-        auth=not args.no_auth,
-        allowed_hosts=args.allow_host,
-        allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
-        request_state_keys=[key] if key else None,
-        worker_name=args.worker_name,
-    )
+    asgi = HttpApp(loaded.app, _http_options(args, token, key))
     from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
@@ -202,12 +223,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
 
     def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
         if inherited is None:
-            url = f"http://{_shown(args.host)}:{port}/mcp"
-            log_to_stderr(f"serving {len(loaded.app.tools)} tool(s) at {url} (health: /healthz)")
-            generated = bool(asgi.state.token) and not (args.token or os.environ.get(TOKEN_ENV))
-            if generated:
-                log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {asgi.state.token}")
-            _print_configs(url, asgi.state.token, port_fixed=args.port != 0, token_fixed=not generated)
+            _announce(f"serving {len(loaded.app.tools)} tool(s)", args, port, asgi.token)
         else:
             log_to_stderr(f"worker {os.getpid()} ready on port {port}")
             signal_ready()
@@ -217,24 +233,22 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     return 0
 
 
-def _shown(host: str) -> str:
-    """``host`` as it goes in a URL (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host else host
+def _announce(what: str, args: argparse.Namespace, port: int, token: str | None) -> None:
+    """The start-up lines on stderr: where, a generated token (once), then the pasteable client configs.
 
-
-def _print_configs(url: str, token: str | None, *, port_fixed: bool, token_fixed: bool) -> None:
-    """The pasteable client configs, on stderr (a person reads them; stdout stays free).
-
-    A token the operator chose (``--token``, ``FUSION_NB_TOKEN``) reads ``TOKEN``: they know
-    it, and a service's log must not keep it. A generated one is printed (it is already,
-    once: nobody could connect otherwise).
+    They go to stderr: a person reads them, stdout stays free. A token the operator chose
+    (``--token``, ``FUSION_NB_TOKEN``) reads ``TOKEN`` in the configs: they know it, and a
+    service's log must not keep it. A generated one is printed (nobody could connect otherwise).
     """
-    from ..mcp.client_config import http_configs, restart_note
-
+    url = mcp_url(args.host, port)
+    log_to_stderr(f"{what} at {url} (health: /healthz)")
+    generated = token is not None and not (args.token or os.environ.get(TOKEN_ENV))
+    if generated:
+        log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
     note = restart_note(
-        port_fixed=port_fixed, token_fixed=token_fixed, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
+        port_fixed=args.port != 0, token_fixed=not generated, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
     )
-    hidden = f"the one given by --token or ${TOKEN_ENV}" if token_fixed else None
+    hidden = None if generated else f"the one given by --token or ${TOKEN_ENV}"
     with contextlib.suppress(OSError, ValueError):
         print(http_configs(url, token, note=note, hidden=hidden), file=sys.stderr, flush=True)
 
@@ -315,12 +329,7 @@ class _Workers:
         env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
         if not args.no_auth:
             env[TOKEN_ENV] = self.token
-        url = f"http://{_shown(args.host)}:{port}/mcp"
-        log_to_stderr(f"starting {args.workers} workers at {url} (health: /healthz)")
-        generated = not args.no_auth and not (args.token or os.environ.get(TOKEN_ENV))
-        if generated:
-            log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {self.token}")
-        _print_configs(url, None if args.no_auth else self.token, port_fixed=args.port != 0, token_fixed=not generated)
+        _announce(f"starting {args.workers} workers", args, port, None if args.no_auth else self.token)
         try:
             for _ in range(args.workers if not self.stopping else 0):
                 self._start(sock, env)

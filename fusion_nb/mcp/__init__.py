@@ -1,21 +1,21 @@
 """The MCP adapter: a Fusion app served by the official SDK's low-level ``Server``.
 
 ``mcp_server(app)`` (in-memory, stdio, HTTP), ``http_app(app, ...)`` (Streamable
-HTTP ASGI app with token, DNS-rebinding and size checks), ``serve_stdio(app)``.
+HTTP ASGI app with token, DNS-rebinding and size checks), ``serve_stdio(app)``; their
+options are defined once, in ``ServerOptions`` and ``HttpOptions``.
 
 Submodules load on first use: ``python -m fusion_nb.mcp.stdio`` must not find
 ``fusion_nb.mcp.stdio`` already imported by its package (runpy warns), and
 importing the package should not pull in uvicorn or the HTTP stack.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .convert import tool_definition
-    from .http import connect, http_app, tokens_from_env
+    from .http import HttpApp, connect, http_app, tokens_from_env
+    from .options import HttpOptions, ServerOptions
     from .server import FusionServer, RequestInfo, mcp_server
     from .stdio import serve_stdio
 
@@ -23,6 +23,9 @@ _HOMES = {
     "FusionServer": ".server",
     "RequestInfo": ".server",
     "mcp_server": ".server",
+    "HttpApp": ".http",
+    "HttpOptions": ".options",
+    "ServerOptions": ".options",
     "http_app": ".http",
     "connect": ".http",
     "tokens_from_env": ".http",
@@ -32,7 +35,10 @@ _HOMES = {
 
 __all__ = [
     "FusionServer",
+    "HttpApp",
+    "HttpOptions",
     "RequestInfo",
+    "ServerOptions",
     "connect",
     "http_app",
     "mcp_server",
@@ -42,11 +48,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import the submodule defining ``name`` on first access (PEP 562)."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
+    value = getattr(_importlib.import_module(home, __name__), name)
     globals()[name] = value
     return value

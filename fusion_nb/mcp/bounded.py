@@ -13,8 +13,6 @@ SDK still sees a disconnect and cancels a 2026 call whose POST was aborted):
   of the timeout (and at most a second) after it.
 
 Both end the exchange by cancelling it, which the SDK unwinds without logging.
-``GET /healthz`` is answered here too (200, no auth, no details) for load balancers
-and probes.
 """
 
 from __future__ import annotations
@@ -29,15 +27,13 @@ from ..engine import Backend, Cancellable, Interruptible, current_backend
 
 log = logging.getLogger("fusion_nb.http")
 
-HEALTH_PATH = "/healthz"
-
 _TIMEOUT_BODY = json.dumps(
     {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Request body not received in time."}}
 ).encode()
 
 
 class BoundedRequests:
-    """ASGI middleware: a deadline on request bodies, quiet early disconnects, and ``GET /healthz``."""
+    """ASGI middleware: a deadline on request bodies, and quiet early disconnects."""
 
     def __init__(self, app: ASGIApp, *, body_timeout: float = 30.0) -> None:
         if not body_timeout > 0:
@@ -50,9 +46,6 @@ class BoundedRequests:
         """Serve one exchange; a stalled or abandoned body ends it (408, or nothing) with one log line."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        if scope["path"] == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
-            await _respond(send, 200, b"ok", "text/plain")
             return
         backend = current_backend()
         watch = self._watch

@@ -83,6 +83,16 @@ def _needs_cwd(module: str) -> bool:
     return bool(origin) and os.path.abspath(origin).startswith(os.getcwd() + os.sep)
 
 
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL or a ``Host`` header (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def mcp_url(host: str, port: int, path: str = "/mcp") -> str:
+    """The endpoint's URL for a server bound to ``host`` and ``port``."""
+    return f"http://{url_host(host)}:{port}{path}"
+
+
 def restart_note(*, port_fixed: bool, token_fixed: bool, how: str) -> str:
     """One sentence: what a restart changes (so a pasted config breaks), and how to fix it."""
     changing = [what for what, fixed in (("port", port_fixed), ("token", token_fixed)) if not fixed]

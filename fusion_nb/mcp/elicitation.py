@@ -118,16 +118,6 @@ def no_back_channel(tool: str, server_mode: str) -> ToolError:
     )
 
 
-def server_mode(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """How ``http_app`` was told to answer, when that leaves no back channel (``None`` elsewhere).
-
-    ``http_app`` records it on the Starlette app's state; read only when a question fails.
-    """
-    state = getattr(getattr(ctx.request, "app", None), "state", None)
-    mode = getattr(state, "server_mode", None)
-    return mode if isinstance(mode, str) else None
-
-
 def handler_failed(tool: str, client_message: object) -> ToolError:
     """``ELICITATION_FAILED``: the client's own elicitation handler failed (its message, bounded, quoted).
 
@@ -142,10 +132,15 @@ def handler_failed(tool: str, client_message: object) -> ToolError:
 
 
 class LiveElicitation(InputChannel):
-    """2025 era: ask over the live session; protocol clients are not re-asked."""
+    """2025 era: ask over the live session; protocol clients are not re-asked.
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    ``http_mode`` names the HTTP mode that leaves no way to ask (``None`` when
+    there is one): a question that fails for that reason says so, naming the setting.
+    """
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], http_mode: str | None = None) -> None:
         self.ctx = ctx
+        self.http_mode = http_mode
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Send ``elicitation/create`` and wait for the person's answer (or explain why not).
@@ -157,7 +152,8 @@ class LiveElicitation(InputChannel):
     async def _elicit(self, request: InputRequest, tool: str) -> InputResponse | None:
         ctx = self.ctx
         session = ctx.session
-        if session.client_capabilities is None and (mode := server_mode(ctx)) is not None:
+        mode = self.http_mode
+        if session.client_capabilities is None and mode is not None:
             raise no_back_channel(tool, mode)  # stateless 2025: the capabilities never arrive
         if not client_can_answer(session, request):
             return None  # the engine's ELICITATION_UNSUPPORTED: the client declared no such capability
@@ -172,7 +168,7 @@ class LiveElicitation(InputChannel):
                     request.message, form_schema(request), related_request_id=ctx.request_id
                 )
         except NoBackChannelError:
-            if (mode := server_mode(ctx)) is not None:
+            if mode is not None:
                 raise no_back_channel(tool, mode) from None
             return None
         except MCPError as exc:
@@ -185,15 +181,17 @@ def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool) -> InputChannel:
+def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool, http_mode: str | None = None) -> InputChannel:
     """The engine channel answering this request's input: defer (2026), ask live (2025), or nobody.
+
+    ``http_mode``: see ``LiveElicitation``.
 
     On 2026 the declared modes are read per request (they travel in each request's envelope).
     """
     if modern:
         modes = declared_modes(ctx.session.client_capabilities)
         return _DEFERRING[modes] if modes else _NO_CHANNEL
-    return LiveElicitation(ctx)
+    return LiveElicitation(ctx, http_mode)
 
 
 def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dict[str, Any], InputResponse | None]:

@@ -1,4 +1,4 @@
-"""Streamable HTTP for a App app: the SDK's Starlette app plus fusion-nb's security defaults.
+"""Streamable HTTP for an app: one Starlette app composed of fusion-nb's parts and the SDK's transport.
 
 * Bearer token: one static secret (generated when none is given) or several named
   ones, compared in constant time by ``BearerGate`` on the MCP route. It gives the
@@ -19,9 +19,8 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
-import re
 import secrets
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import httpx2
@@ -30,17 +29,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import App
 from . import client_config
 from .bounded import BoundedRequests
-from .server import mcp_server
+from .options import HttpOptions, check_tokens, with_options
+from .server import server_for
 from .streamable import StreamableEndpoint
+
+HEALTH_PATH = "/healthz"
+"""The health route's path (answered without auth; ``fusion-nb serve`` answers it first while draining)."""
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -65,17 +71,7 @@ class NamedTokenVerifier:
     """
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
-        if not tokens:
-            raise ValueError("tokens= needs at least one name=token pair.")
-        seen: set[str] = set()
-        for name, token in tokens.items():
-            if not name or not isinstance(name, str):
-                raise ValueError("every token needs a non-empty name (the client id it stands for).")
-            if not isinstance(token, str) or not token:
-                raise ValueError(f"the token named {name!r} is empty.")
-            if token in seen:
-                raise ValueError(f"the token named {name!r} is also given under another name; each must be unique.")
-            seen.add(token)
+        check_tokens(tokens)
         self._tokens = [(token.encode(), name) for name, token in tokens.items()]
 
     def client_of(self, offered: bytes) -> str | None:
@@ -175,7 +171,7 @@ def transport_security(
 ) -> TransportSecuritySettings:
     """Loopback names (any port) plus ``host`` and the extras given, for both Host and Origin."""
     names = list(_LOOPBACK)
-    bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    bracketed = client_config.url_host(host)
     if bracketed not in names and host not in ("0.0.0.0", "::"):
         names.append(bracketed)
     hosts = [f"{name}:*" for name in names] + list(allowed_hosts or ())
@@ -183,153 +179,124 @@ def transport_security(
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def http_app(
-    app: App,
-    *,
-    host: str = "127.0.0.1",
-    token: str | None = None,
-    tokens: Mapping[str, str] | None = None,
-    auth: bool = True,
-    json_response: bool = False,
-    stateless: bool = False,
-    max_body_bytes: int = 1_000_000,
-    body_timeout: float = 30.0,
-    allowed_hosts: Iterable[str] | None = None,
-    allowed_origins: Iterable[str] | None = None,
-    path: str = "/mcp",
-    progress_interval: float = 0.05,
-    telemetry: bool = False,
-    request_state_keys: Iterable[bytes | str] | None = None,
-    request_state_ttl: float = 600.0,
-    max_sessions: int | None = 10_000,
-    session_idle_timeout: float | None = 30 * 60,
-    max_sessions_per_owner: int | None = 1_000,
-    max_listens_per_owner: int | None = 100,
-    answer_timeout: float | None = 600.0,
-    worker_name: str | None = None,
-) -> Starlette:
-    """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
+class HttpApp(Starlette):
+    """The ASGI app ``http_app`` returns: a Starlette app composed once, with what its callers need.
 
-    Clients authenticate with a bearer token: either one ``token`` (generated when
-    neither is given; its client id is ``fusion-nb-client``) or named ``tokens``
-    (``{"alice": "...", "ci": "..."}``, see ``tokens_from_env``), each its own
-    client id. ``app.state.token`` holds the single token (``None`` with named
-    tokens or ``auth=False``), ``app.state.tokens`` the names and tokens accepted;
-    ``app.state.server`` the SDK server.
+    Routes: the MCP endpoint at ``options.path`` (its request-body limit, the bearer
+    gate, ``StreamableEndpoint`` over the SDK's session manager, or the SDK's own
+    transport in the ``json_response`` and ``stateless`` modes) and ``GET /healthz``
+    (200 ``ok``, no auth, no details, for load balancers and probes); around them
+    ``BoundedRequests``; one lifespan running the SDK's session manager and the
+    endpoint's 2025 sessions. The attributes are set here only, and only read elsewhere:
 
-    Bodies over ``max_body_bytes`` get 413; a body not complete within
-    ``body_timeout`` seconds gets 408; a client that disconnects early is one INFO
-    log line (logger ``fusion_nb.http``). ``GET /healthz`` answers 200 without auth. ``json_response=True``
-    answers with plain JSON: no progress and no live elicitation there.
-    ``stateless=True`` makes 2025-era sessions per-request (2026 is always
-    per-request). At most ``max_sessions`` 2025-era sessions are open at once (503
-    beyond); one with nothing in flight for ``session_idle_timeout`` seconds ends
-    (``None``: no limit). One credential holds at most ``max_sessions_per_owner`` of
-    them and ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams, so one
-    token cannot lock the others out; beyond a limit the answer is 503 with
-    ``Retry-After``. A 2025 question to the client (an elicitation) waits at most
-    ``answer_timeout`` seconds for its answer, and its call is cancelled when the POST
-    that carried it disconnects. Each call builds a fresh server: the SDK's session
-    manager runs once per app. ``worker_name`` (letters, digits, ``-``, ``_``) begins
-    every 2025 session id as ``NAME.``, so a load balancer in front of several workers
-    can send a session's requests to the worker that holds it (``deploy/nginx``).
-
-    The default mode is served by ``StreamableEndpoint`` (each request in its POST's
-    own task, on the SDK's protocol kernel); ``json_response`` and ``stateless``
-    modes by the SDK's own transport.
+    * ``token``: the single bearer token (``None`` with named tokens or ``auth=False``);
+    * ``tokens``: the client ids and tokens accepted (empty with ``auth=False``);
+    * ``server``: the SDK server serving the app (``FusionServer``);
+    * ``options``: the ``HttpOptions`` it was built from (``options.back_channel_refusal``
+      names a mode that leaves 2025 calls no way to ask the client);
+    * ``endpoint``: the ``StreamableEndpoint`` serving the default mode (``None`` in the
+      modes the SDK's transport serves); stopping, ``in_loop_server`` first ends its
+      long-lived ``GET`` streams (``endpoint.end_streams()``).
     """
-    server = mcp_server(
-        app,
-        progress_interval=progress_interval,
-        telemetry=telemetry,
-        request_state_keys=list(request_state_keys) if request_state_keys else None,
-        request_state_ttl=request_state_ttl,
-    )
-    if not body_timeout > 0:
-        raise ValueError(f"body_timeout must be a positive number of seconds, got {body_timeout!r}")
-    if token is not None and tokens is not None:
-        raise ValueError("pass token= (one client) or tokens= (named clients), not both.")
-    if worker_name is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", worker_name):
-        raise ValueError(f"worker_name must be 1 to 32 letters, digits, - or _, got {worker_name[:40]!r}.")
-    accepted: dict[str, str] = {}
-    if auth:
-        if tokens is not None:
-            accepted = dict(tokens)
+
+    def __init__(self, app: App, options: HttpOptions) -> None:
+        token = options.token
+        if not options.auth:
+            token, accepted = None, {}
+        elif options.tokens is not None:
+            accepted = dict(options.tokens)
         else:
             token = token if token is not None else secrets.token_urlsafe(32)
             accepted = {SINGLE_TOKEN_CLIENT: token}
-    security = transport_security(host, allowed_hosts, allowed_origins)
-    asgi = server.streamable_http_app(
-        streamable_http_path=path,
-        json_response=json_response,
-        stateless_http=stateless,
-        max_request_body_size=max_body_bytes,
-        transport_security=security,
-        host=host,
-        max_sessions=max_sessions,
-        session_idle_timeout=session_idle_timeout,
-    )
-    if not json_response and not stateless:
-        endpoint = StreamableEndpoint(
+        self.token: str | None = token
+        self.tokens: Mapping[str, str] = accepted
+        self.options = options
+        self.server = server = server_for(app, options, http_mode=options.back_channel_refusal)
+        security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)
+        sessions = StreamableHTTPSessionManager(
             server,
-            _mcp_route(asgi, path).app,
-            security,
-            max_sessions=max_sessions,
-            idle_timeout=session_idle_timeout,
-            max_sessions_per_owner=max_sessions_per_owner,
-            max_listens_per_owner=max_listens_per_owner,
-            answer_timeout=answer_timeout,
-            session_prefix=f"{worker_name}." if worker_name else "",
+            json_response=options.json_response,
+            stateless=options.stateless,
+            security_settings=security,
+            max_request_body_size=options.max_body_bytes,
+            session_idle_timeout=options.session_idle_timeout,
+            max_sessions=options.max_sessions,
         )
-        _serve_lean(asgi, path, endpoint, max_body_bytes)
-    if auth:
-        _guard_endpoint(asgi, path, accepted)
-    asgi.add_middleware(BoundedRequests, body_timeout=body_timeout)
-    asgi.state.token = token if auth and tokens is None else None
-    asgi.state.tokens = accepted
-    asgi.state.server = server
-    asgi.state.server_mode = _server_mode(json_response=json_response, stateless=stateless)
-    return asgi
+        sdk_transport = StreamableHTTPASGIApp(sessions)
+        endpoint: ASGIApp = sdk_transport
+        lean: StreamableEndpoint | None = None
+        if not options.json_response and not options.stateless:
+            lean = StreamableEndpoint(
+                server,
+                sdk_transport,
+                security,
+                max_sessions=options.max_sessions,
+                idle_timeout=options.session_idle_timeout,
+                max_sessions_per_owner=options.max_sessions_per_owner,
+                max_listens_per_owner=options.max_listens_per_owner,
+                answer_timeout=options.answer_timeout,
+                session_prefix=f"{options.worker_name}." if options.worker_name else "",
+            )
+            endpoint = RequestBodyLimitMiddleware(lean, options.max_body_bytes)
+        if options.auth:
+            endpoint = BearerGate(endpoint, accepted)
+        self.endpoint = lean
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Starlette) -> AsyncIterator[None]:
+            async with sessions.run(), lean.sessions.running() if lean is not None else contextlib.nullcontext():
+                yield
+
+        super().__init__(
+            routes=[Route(options.path, endpoint), Route(HEALTH_PATH, _Health())],
+            middleware=[Middleware(BoundedRequests, body_timeout=options.body_timeout)],
+            lifespan=lifespan,
+        )
 
 
-def _mcp_route(asgi: Starlette, path: str) -> Route:
-    """The SDK app's route serving the MCP endpoint."""
-    for route in asgi.router.routes:
-        if isinstance(route, Route) and route.path == path:
-            return route
-    raise RuntimeError(f"the SDK's Streamable HTTP app has no route at {path!r}")
+_HEALTHY_START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")],
+}
 
 
-def _guard_endpoint(asgi: Starlette, path: str, tokens: Mapping[str, str]) -> None:
-    """Put ``BearerGate`` in front of the MCP route's endpoint (other paths stay as the SDK built them)."""
-    route = _mcp_route(asgi, path)
-    route.app = BearerGate(route.app, tokens)
+class _Health:
+    """``GET /healthz``: 200 ``ok`` (no auth, no details); any other method finds no route (404).
 
-
-def _serve_lean(asgi: Starlette, path: str, endpoint: StreamableEndpoint, max_body_bytes: int) -> None:
-    """Serve the MCP route with ``endpoint`` (the SDK's entry, its fallback, stays behind it).
-
-    Its sessions live as long as the app: their lifetime joins the SDK's in the app's lifespan.
+    An ASGI app rather than a function: Starlette would make a function a request/response endpoint.
     """
-    _mcp_route(asgi, path).app = RequestBodyLimitMiddleware(endpoint, max_body_bytes)
-    sdk_lifespan = asgi.router.lifespan_context
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        async with sdk_lifespan(app), endpoint.sessions.running():
-            yield
-
-    asgi.router.lifespan_context = lifespan
-    asgi.state.endpoint = endpoint  # ``in_loop_server`` ends its GET streams first when stopping
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            raise HTTPException(status_code=404)
+        await send(_HEALTHY_START)
+        await send({"type": "http.response.body", "body": b"ok"})
 
 
-def _server_mode(*, json_response: bool, stateless: bool) -> str | None:
-    """The words naming a mode that leaves 2025-era calls no back channel (refusals quote them)."""
-    modes = [
-        *(["answers with single JSON responses (json_response=True)"] if json_response else []),
-        *(["keeps no 2025-11-25 sessions (stateless=True)"] if stateless else []),
-    ]
-    return " and ".join(modes) or None
+@with_options(HttpOptions)
+def http_app(app: App, options: HttpOptions) -> HttpApp:
+    """The ASGI app serving ``app`` over Streamable HTTP at ``path`` (both protocol eras).
+
+    The options are ``HttpOptions``' (``fusion_nb.mcp.options``), which documents them;
+    each is checked before anything is built. The app's ``token`` holds the single
+    token (``None`` with named tokens or ``auth=False``), its ``tokens`` the names and
+    tokens accepted, its ``server`` the SDK server (see ``HttpApp``).
+
+    A client that disconnects early is one INFO log line (logger ``fusion_nb.http``).
+    ``GET /healthz`` answers 200 without auth. Each call builds a fresh server: the
+    SDK's session manager runs once per app.
+
+    The default mode is served by ``StreamableEndpoint`` (each request in its POST's
+    own task, on the SDK's protocol kernel); ``json_response`` and ``stateless``
+    modes by the SDK's own transport. What each costs per call: ``benchmarks/http.py``.
+    """
+    return HttpApp(app, options)
+
+
+def bearer_headers(token: str | None, headers: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``headers`` plus ``Authorization: Bearer <token>`` when there is a token (the token wins)."""
+    return {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
 
 
 @contextlib.asynccontextmanager
@@ -340,19 +307,31 @@ async def connect(
     mode: str = "auto",
     headers: Mapping[str, str] | None = None,
     transport: httpx2.AsyncBaseTransport | None = None,
+    outgoing: Callable[[Any], Any] | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:
     """An SDK ``mcp.Client`` connected to a Streamable HTTP endpoint with a bearer token.
 
     ``mode="legacy"`` speaks the 2025-11-25 handshake era, ``"auto"`` prefers
     2026-07-28; ``headers`` are sent with every request (the token's ``Authorization``
-    wins); ``transport`` replaces the HTTP client's (``fusion-nb connect`` watches
-    for a failed upstream there); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
+    wins); ``options`` go to ``mcp.Client`` (``elicitation_callback`` ...). The HTTP
     client has the SDK's own defaults (30 s, 300 s reads for long streams).
+
+    For a bridge (``fusion-nb connect``): ``transport`` replaces the HTTP client's
+    (it watches for a failed upstream there), and ``outgoing`` wraps the client's
+    write stream (it restamps each request for the host it forwards).
     """
-    headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})} or None
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), transport=transport) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
-    ):
-        yield client
+    timeout = httpx2.Timeout(30, read=300)
+    async with httpx2.AsyncClient(
+        headers=bearer_headers(token, headers) or None, timeout=timeout, transport=transport
+    ) as http:
+        streams = streamable_http_client(url, http_client=http)
+        async with Client(_written_through(streams, outgoing) if outgoing else streams, mode=mode, **options) as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def _written_through(streams: Any, outgoing: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    """The transport's ``(read, write)`` streams, the write stream wrapped by ``outgoing``."""
+    async with streams as (read_stream, write_stream):
+        yield read_stream, outgoing(write_stream)

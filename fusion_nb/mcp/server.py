@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from .elicitation import (
     state_boundary,
 )
 from .limits import OncePerInterval
+from .options import ServerOptions, with_options
 from .progress import ProgressPump, wants_progress
 from .tasks import TaskWire
 from .tasks import install as install_tasks
@@ -117,25 +118,22 @@ class FusionServer(Server[Any]):
         )
 
 
-def mcp_server(
-    app: App,
-    *,
-    progress_interval: float = 0.05,
-    telemetry: bool = False,
-    request_state_keys: Sequence[bytes | str] | None = None,
-    request_state_ttl: float = 600.0,
-) -> FusionServer:
+@with_options(ServerOptions)
+def mcp_server(app: App, options: ServerOptions) -> FusionServer:
     """The SDK's low-level server for ``app``; serve it in-memory, over stdio or HTTP.
 
-    ``request_state_keys`` (at least 32 bytes each; the first seals, all unseal)
-    protect the state 2026-era clients carry between input rounds; give the same
-    keys to every process behind one endpoint. Without keys a process-local key is
-    made. ``request_state_ttl`` is how long, in seconds, a client may take to answer.
-
-    ``progress_interval`` is the minimum gap between two progress notifications of
-    one call; ``telemetry=True`` keeps the SDK's OpenTelemetry middleware (it costs
-    roughly a fifth of a trivial call).
+    The options are ``ServerOptions``' (``fusion_nb.mcp.options``), which documents them.
     """
+    return server_for(app, options)
+
+
+def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None) -> FusionServer:
+    """The server ``mcp_server`` builds, for callers holding ``ServerOptions`` already (``http_app``, the facade).
+
+    ``http_mode``: the words naming an HTTP mode that leaves 2025-era calls no way
+    to ask the client (``HttpOptions.back_channel_refusal``); a refused question quotes them.
+    """
+    progress_interval = options.progress_interval
     listing: list[types.ListToolsResult | None] = [None]  # cached until the registry changes
 
     async def list_tools(
@@ -169,7 +167,7 @@ def mcp_server(
         elif refused_request_state.get():
             return refused_state(params.name)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        channel = channel_for(ctx, modern)
+        channel = channel_for(ctx, modern, http_mode)
         tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
         if not wants_progress(ctx, modern):
             result = await run(
@@ -211,9 +209,10 @@ def mcp_server(
         on_call_tool=call_tool,
         get_tool_input_schema=input_schema,
     )
-    # The SDK's defaults (OpenTelemetry spans) only when asked: they cost about a fifth of a trivial call.
-    defaults = list(server.middleware) if telemetry else []
-    server.middleware = [*defaults, state_boundary(app.name, keys=request_state_keys, ttl=request_state_ttl)]
+    # The SDK's defaults (OpenTelemetry spans) only when asked: a span per call.
+    defaults = list(server.middleware) if options.telemetry else []
+    boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
+    server.middleware = [*defaults, boundary]
     # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
     server.task_wire = task_wire = install_tasks(server, tasks_of(app))
     notifier = ToolsChangedNotifier()

@@ -39,7 +39,8 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from ..engine import App
-from .server import mcp_server
+from .options import ServerOptions, with_options
+from .server import server_for
 
 log = logging.getLogger(__name__)
 
@@ -182,13 +183,15 @@ def _is_gone(exc: BaseException) -> bool:
     return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
 
-async def serve_stdio(app: App, **options: Any) -> None:
+@with_options(ServerOptions)
+async def serve_stdio(app: App, options: ServerOptions) -> None:
     """Serve ``app`` on this process's stdin/stdout until the client leaves (both eras).
 
-    ``options`` go to ``mcp_server`` (``progress_interval``, ``request_state_keys`` ...).
-    Returns normally when the client closes stdin or stops reading stdout.
+    The options are ``mcp_server``'s (``ServerOptions``: ``progress_interval``,
+    ``request_state_keys`` ...). Returns normally when the client closes stdin or
+    stops reading stdout.
     """
-    server = mcp_server(app, **options)
+    server = server_for(app, options)
     try:
         with _claimed_stdin() as stdin:
             async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]

@@ -133,7 +133,7 @@ def in_loop_server(
     are cancelled (their cleanup runs).
 
     uvicorn's ``http="auto"`` parses with httptools (a fusion-nb dependency): the
-    pure-Python h11 parser costs about a fifth of a trivial call.
+    pure-Python h11 parser is slower per request (``benchmarks/http.py --http h11`` measures it).
     """
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
@@ -148,5 +148,7 @@ def in_loop_server(
 
 def streams_ender(asgi: object) -> Callable[[], None] | None:
     """What ends an ``http_app``'s long-lived ``GET`` streams (``None`` for any other app)."""
-    endpoint = getattr(getattr(asgi, "state", None), "endpoint", None)
-    return getattr(endpoint, "end_streams", None)
+    from .http import HttpApp  # (an http_app imported it already; any other app has no such streams)
+
+    endpoint = asgi.endpoint if isinstance(asgi, HttpApp) else None
+    return endpoint.end_streams if endpoint is not None else None

@@ -298,7 +298,10 @@ class Host:
         ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else a new one;
         ``hide_token`` prints ``TOKEN`` in its place.
         """
+        from IPython.core.error import UsageError
+
         from ..mcp.client_config import TOKEN_ENV
+        from ..mcp.options import HttpOptions
         from .serve import KernelServer
         from .terminal import serve_in_thread
 
@@ -308,10 +311,16 @@ class Host:
         chosen = token or os.environ.get(TOKEN_ENV) or None
 
         def start() -> KernelServer:
-            return KernelServer(self.app, host=host, port=port, auth=auth, token=chosen)
+            return KernelServer(self.app, options, port=port)
 
-        # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
-        self.server = start() if self.kernel is not None else serve_in_thread(start)
+        try:  # the options are http_app's one definition, checked before anything binds
+            options = HttpOptions(host=host, auth=auth, token=chosen if auth else None)
+            # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
+            self.server = start() if self.kernel is not None else serve_in_thread(start)
+        except ValueError as refused:
+            raise UsageError(f"%fusion serve: {refused}") from None
+        except OSError as failed:
+            raise UsageError(f"%fusion serve: cannot listen on {host}:{port}: {failed.strerror or failed}") from None
         print(self.server.snippets(hide_token=hide_token))
         if self.kernel is None:
             print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")

@@ -15,26 +15,29 @@ from typing import Any
 
 from ..engine import App
 from ..mcp import client_config
-from ..mcp.http import http_app
+from ..mcp.http import HttpApp
+from ..mcp.options import HttpOptions
 from ..mcp.uvicorn_server import in_loop_server, listening_socket
 
 
 class KernelServer:
     """``%fusion serve``'s server: uvicorn as a task of the running loop, its URL, token and client configs."""
 
-    def __init__(
-        self, app: App, *, host: str = "127.0.0.1", port: int = 0, auth: bool = True, token: str | None = None
-    ) -> None:
-        """Bind now (``port`` 0: a free one) and serve on the running loop; ``token`` None: generated."""
-        self.asgi = http_app(app, host=host, auth=auth, token=token if auth else None)
-        self.token: str | None = self.asgi.state.token
+    def __init__(self, app: App, options: HttpOptions | None = None, *, port: int = 0) -> None:
+        """Bind now (``port`` 0: a free one) and serve ``app`` with ``options`` on the running loop.
+
+        ``options`` default to ``HttpOptions()``: loopback, a generated token.
+        """
+        options = options or HttpOptions()
+        host = options.host
+        self.asgi = HttpApp(app, options)
+        self.token: str | None = self.asgi.token
         self.port_fixed = port != 0
-        self.token_fixed = token is not None
+        self.token_fixed = options.token is not None
         self._socket = listening_socket(host, port)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
-        shown_host = f"[{host}]" if ":" in host else host
-        self.url = f"http://{shown_host}:{self.port}/mcp"
+        self.url = client_config.mcp_url(host, self.port)
         self._uvicorn = in_loop_server(self.asgi)
         # created in the serving cell's context: server output lands in that cell
         self._task = asyncio.get_running_loop().create_task(

@@ -9,7 +9,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters, types
-from served import DATA, REPO, cli_env, served
+from served import DATA, REPO, cli_env, run_cli, served
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +176,17 @@ async def test_a_served_notebook_shows_nothing_of_client_calls():
         assert server.process.stdout is not None
         printed = b"".join([chunk async for chunk in server.process.stdout])
         assert printed == b""
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (["--worker-name", "a.b"], "--worker-name must be 1 to 32 letters, digits, - or _, got 'a.b'."),
+        (["--host", ""], "host must be an interface name or address, got ''"),
+    ],
+)
+def test_a_bad_http_flag_is_one_sentence_before_anything_loads(flags, refusal):
+    """The flags become ``HttpOptions`` (http_app's one definition), checked before the source runs."""
+    done = run_cli("serve", str(DATA / "destructive.ipynb"), "--transport", "http", "--port", "0", *flags)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [f"fusion-nb: error: {refusal}"], done.stderr

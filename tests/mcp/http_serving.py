@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fusion_nb import Fusion
 from fusion_nb.mcp import http_app
+from fusion_nb.mcp.http import HttpApp
 from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -75,7 +76,7 @@ async def serve_asgi(asgi: Any, app: Fusion, probe: Probe | None = None) -> Asyn
     port = sock.getsockname()[1]
     server = in_loop_server(asgi)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    token = getattr(asgi.state, "token", None)
+    token = asgi.token if isinstance(asgi, HttpApp) else None  # the SDK's own app has no token
     served = Served(f"http://127.0.0.1:{port}/mcp", token, app, probe or Probe(), asgi)
 
     async def stop() -> None:

@@ -33,9 +33,9 @@ async def served():
 async def test_generated_token_is_exposed_and_long():
     app, _ = make_app()
     asgi = http_app(app)
-    assert isinstance(asgi.state.token, str) and len(asgi.state.token) >= 32
-    assert http_app(app, token="fixed").state.token == "fixed"
-    assert http_app(app, auth=False).state.token is None
+    assert isinstance(asgi.token, str) and len(asgi.token) >= 32
+    assert http_app(app, token="fixed").token == "fixed"
+    assert http_app(app, auth=False).token is None
 
 
 async def test_missing_or_wrong_token_is_401(served):
@@ -253,7 +253,7 @@ TOKENS = {"alice": "alice-" + "a" * 32, "ci": "ci-" + "c" * 32}
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_each_named_token_is_its_own_client(mode):
     async with serve(tokens=TOKENS) as served:
-        assert served.asgi.state.token is None and served.asgi.state.tokens == TOKENS
+        assert served.asgi.token is None and served.asgi.tokens == TOKENS
         for name, token in TOKENS.items():
             async with served.client(mode, token=token) as client:
                 who = await client.call_tool("whoami", {})

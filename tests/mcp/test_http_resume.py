@@ -87,7 +87,7 @@ async def test_a_dropped_stream_resumes_with_exactly_the_missed_events_and_the_r
     app, gates = gated_app()
     async with serve(app) as served, httpx.AsyncClient(timeout=10) as http:
         session = await open_session(http, served)
-        live = served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"])
+        live = served.asgi.endpoint.sessions.get(session["Mcp-Session-Id"])
         async with http.stream("POST", served.url, json=CALL, headers=served.headers(**session)) as first:
             assert first.headers["content-type"].startswith("text/event-stream")
             before = await read_until_two(first)
@@ -135,7 +135,7 @@ async def test_a_resumed_get_stream_gets_the_server_messages_it_missed():
     app, _ = gated_app()
     async with serve(app) as served, httpx.AsyncClient(timeout=10) as http:
         session = await open_session(http, served)
-        live = served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"])
+        live = served.asgi.endpoint.sessions.get(session["Mcp-Session-Id"])
         get_headers = {**served.headers(**session), "Accept": "text/event-stream"}
         async with http.stream("GET", served.url, headers=get_headers) as stream:
             with anyio.fail_after(10):

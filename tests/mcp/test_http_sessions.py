@@ -70,7 +70,7 @@ async def test_an_idle_session_ends_but_one_with_a_call_in_flight_does_not():
 
             group.start_soon(call_stall)
             await served.probe["entered"].wait()
-            sessions = served.asgi.state.endpoint.sessions  # (a request would make the session busy again)
+            sessions = served.asgi.endpoint.sessions  # (a request would make the session busy again)
             with anyio.fail_after(10):  # the sweep runs every idle_timeout / 4
                 while sessions.get(idle["Mcp-Session-Id"]) is not None:
                     await anyio.sleep(0.05)
@@ -209,7 +209,7 @@ async def test_a_stopping_server_ends_get_streams_at_once_instead_of_draining_th
             async with anyio.create_task_group() as group:
                 group.start_soon(listen)
                 with anyio.fail_after(10):
-                    while not served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"]).has_standalone_stream:
+                    while not served.asgi.endpoint.sessions.get(session["Mcp-Session-Id"]).has_standalone_stream:
                         await anyio.sleep(0.01)
                 await served.stop()
                 with anyio.fail_after(10):
@@ -222,7 +222,7 @@ async def test_a_failed_initialize_names_no_session_and_a_late_cancel_undoes_no_
         broken = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
         refused = await http.post(served.url, json=broken, headers=served.headers())
         assert "error" in refused.json() and "mcp-session-id" not in refused.headers
-        assert len(served.asgi.state.endpoint.sessions) == 0
+        assert len(served.asgi.endpoint.sessions) == 0
     app, _ = make_app()
     session = Session(mcp_server(app), {}, None)
     exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
@@ -292,7 +292,7 @@ async def _quick_calls_then_a_waiting_one(started: Callable[[], list[str]]) -> N
 async def test_a_repeated_initialized_adds_no_second_listener_for_its_connection():
     """20,000 repeats once grew the server by 174 MB and sent every tool change 20,000 times."""
     async with serve() as served, httpx.AsyncClient() as http:
-        notifier = served.asgi.state.server.notifier
+        notifier = served.asgi.server.notifier
         session = await open_session(http, served)
         ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         for _ in range(50):

@@ -301,7 +301,7 @@ async def test_the_standalone_stream_carries_tool_list_changes(served, http):
 async def test_a_replaced_stream_hands_its_unsent_messages_to_the_new_one(served, http):
     """What was queued for the old stream and not yet sent goes out on the replacing one; the old one is ended."""
     session = await session_headers(served, http)
-    live = served.asgi.state.endpoint.sessions.get(session["Mcp-Session-Id"])
+    live = served.asgi.endpoint.sessions.get(session["Mcp-Session-Id"])
     old_end, new_end = anyio.CancelScope(), anyio.CancelScope()
     with live.standalone_stream(old_end):
         await live.notify("notifications/tools/list_changed", None)  # queued: no response loop reads it here

@@ -143,3 +143,12 @@ async def test_fusion_serve_works_from_terminal_ipython(ipython):
         assert (await client.call_tool("steps", {})).content[0].text == "walked"
     assert "'walked'" in run(ipython, "await steps()"), "cells still call tools while serving"
     assert "Stopped serving" in run(ipython, "%fusion stop")
+
+
+def test_an_address_that_cannot_be_served_is_one_usage_line(ipython):
+    """``%fusion serve --host`` on an address this machine does not have: one line, no traceback."""
+    run(ipython, "%load_ext fusion_nb")
+    shown = run(ipython, "%fusion serve --host 203.0.113.1 --port 8765")
+    assert "UsageError: %fusion serve: cannot listen on 203.0.113.1:8765: Cannot assign requested address" in shown
+    assert "Traceback" not in shown and "----" not in shown, shown
+    assert "not serving" in run(ipython, "%fusion status")

@@ -21,7 +21,7 @@ class ThreadServed:
 
     def __init__(self, asgi: Any, app: Any, tally: Tally) -> None:
         self.asgi, self.app, self.tally = asgi, app, tally
-        self.token: str = asgi.state.token
+        self.token: str = asgi.token
         self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="critical"))
         self.server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # not the main thread
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -116,7 +116,7 @@ async def serve() -> AsyncIterator[Served]:
     server = in_loop_server(asgi, log_config=None, log_level="warning")
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
-        yield Served(app, tally, f"http://127.0.0.1:{port}/mcp", asgi.state.token)
+        yield Served(app, tally, f"http://127.0.0.1:{port}/mcp", asgi.token)
     finally:
         server.should_exit = True
         with anyio.fail_after(SETTLE_DEADLINE):

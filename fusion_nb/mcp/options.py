@@ -1,0 +1,206 @@
+"""The options of the MCP faces, defined once: ``ServerOptions`` and ``HttpOptions``.
+
+``fusion_nb.mcp.mcp_server`` / ``serve_stdio`` take ``ServerOptions``' fields as keyword
+arguments, ``fusion_nb.mcp.http_app`` takes ``HttpOptions``', and so do ``Fusion.mcp_server``
+and ``Fusion.http_app``: each is written as ``build(subject, options)`` and given its
+keywords by ``with_options``, so the facade cannot drift from the layer (it did, twice).
+Every option is checked here, before anything is built, each refusal one sentence naming
+the option, what it takes and what it was given.
+
+This module imports no SDK: the facade in ``fusion_nb`` uses it at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
+
+__all__ = ["HttpOptions", "ServerOptions", "check_tokens", "with_options"]
+
+_P = ParamSpec("_P")
+_O = TypeVar("_O")
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+_WORKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def with_options(options: Callable[_P, _O]) -> Callable[[Callable[[_S, _O], _R]], Callable[Concatenate[_S, _P], _R]]:
+    """Turn ``build(subject, options)`` into ``build(subject, **fields)``, the fields being ``options``'.
+
+    Type checkers see the options' fields as the keyword arguments (through the
+    ``ParamSpec``), and so do ``help()`` and a notebook's tooltip (through the
+    signature set here): one definition serves both the facade and the layer.
+    """
+
+    def decorate(build: Callable[[_S, _O], _R]) -> Callable[Concatenate[_S, _P], _R]:
+        @functools.wraps(build)
+        def call(subject: _S, /, *args: _P.args, **fields: _P.kwargs) -> _R:
+            return build(subject, options(*args, **fields))
+
+        first = next(iter(inspect.signature(build).parameters.values()))
+        fields_ = inspect.signature(options).parameters.values()
+        call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [first.replace(kind=inspect.Parameter.POSITIONAL_ONLY), *fields_],
+            return_annotation=inspect.signature(build).return_annotation,
+        )
+        return call
+
+    return decorate
+
+
+def _positive(name: str, value: object, unit: str, *, optional: bool = False) -> None:
+    """Refuse ``value`` unless it is a positive finite number (or ``None`` when ``optional``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        also = " or None" if optional else ""
+        raise ValueError(f"{name} must be a positive number of {unit}{also}, got {value!r}")
+
+
+def _positive_count(name: str, value: object, unit: str) -> None:
+    """Refuse ``value`` unless it is ``None`` or a whole number of 1 or more."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a whole number of {unit} (1 or more) or None, got {value!r}")
+
+
+def check_tokens(tokens: Mapping[str, str]) -> None:
+    """Refuse named tokens that cannot stand for distinct clients (never quoting a secret)."""
+    if not tokens:
+        raise ValueError("tokens= needs at least one name=token pair.")
+    seen: set[str] = set()
+    for name, token in tokens.items():
+        if not name or not isinstance(name, str):
+            raise ValueError("every token needs a non-empty name (the client id it stands for).")
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"the token named {name!r} is empty.")
+        if token in seen:
+            raise ValueError(f"the token named {name!r} is also given under another name; each must be unique.")
+        seen.add(token)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerOptions:
+    """How the SDK server for an app behaves, on every transport (``mcp_server``, ``serve_stdio``).
+
+    ``request_state_keys`` (at least 32 bytes each; the first seals, all unseal)
+    protect the state 2026-era clients carry between input rounds; give the same
+    keys to every process behind one endpoint. Without keys a process-local key is
+    made. ``request_state_ttl`` is how long, in seconds, a client may take to answer.
+
+    ``progress_interval`` is the minimum gap, in seconds, between two progress
+    notifications of one call; ``telemetry=True`` keeps the SDK's OpenTelemetry
+    middleware (off by default: it records spans on every call).
+    """
+
+    progress_interval: float = 0.05
+    telemetry: bool = False
+    request_state_keys: Sequence[bytes | str] | None = None
+    request_state_ttl: float = 600.0
+
+    def __post_init__(self) -> None:
+        interval = self.progress_interval
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval >= 0:
+            raise ValueError(f"progress_interval must be a number of seconds (0 or more), got {interval!r}")
+        _positive("request_state_ttl", self.request_state_ttl, "seconds")
+        keys = self.request_state_keys
+        if keys is not None:
+            if isinstance(keys, str | bytes):
+                raise ValueError("request_state_keys must be a list of keys, not one key (wrap it: [key]).")
+            for position, key in enumerate(keys):
+                size = len(key.encode() if isinstance(key, str) else key) if isinstance(key, str | bytes) else -1
+                if size < 32:
+                    got = f"{size} bytes" if size >= 0 else f"a value of type {type(key).__name__}"
+                    raise ValueError(f"request_state_keys[{position}] must be a key of 32 bytes or more, got {got}")
+            object.__setattr__(self, "request_state_keys", tuple(keys) or None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpOptions(ServerOptions):
+    """How ``http_app`` serves an app over Streamable HTTP (``ServerOptions`` plus these).
+
+    Clients authenticate with a bearer token: either one ``token`` (generated when
+    neither is given; its client id is ``fusion-nb-client``) or named ``tokens``
+    (``{"alice": "...", "ci": "..."}``, see ``tokens_from_env``), each its own
+    client id; ``auth=False`` serves without one. ``host`` is the interface served
+    (the Host and Origin headers accepted: loopback names, ``host``, and
+    ``allowed_hosts`` / ``allowed_origins``); ``path`` the MCP endpoint's.
+
+    Bodies over ``max_body_bytes`` get 413; a body not complete within
+    ``body_timeout`` seconds gets 408. ``json_response=True`` answers with plain
+    JSON: no progress and no live elicitation there. ``stateless=True`` makes
+    2025-era sessions per-request (2026 is always per-request). At most
+    ``max_sessions`` 2025-era sessions are open at once (503 beyond); one with
+    nothing in flight for ``session_idle_timeout`` seconds ends (``None``: no
+    limit). One credential holds at most ``max_sessions_per_owner`` of them and
+    ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams. A 2025 question
+    to the client (an elicitation) waits at most ``answer_timeout`` seconds.
+    ``worker_name`` (letters, digits, ``-``, ``_``) begins every 2025 session id as
+    ``NAME.``, so a load balancer can send a session's requests to its worker.
+    """
+
+    host: str = "127.0.0.1"
+    token: str | None = None
+    tokens: Mapping[str, str] | None = None
+    auth: bool = True
+    json_response: bool = False
+    stateless: bool = False
+    max_body_bytes: int = 1_000_000
+    body_timeout: float = 30.0
+    allowed_hosts: Sequence[str] | None = None
+    allowed_origins: Sequence[str] | None = None
+    path: str = "/mcp"
+    max_sessions: int | None = 10_000
+    session_idle_timeout: float | None = 30 * 60
+    max_sessions_per_owner: int | None = 1_000
+    max_listens_per_owner: int | None = 100
+    answer_timeout: float | None = 600.0
+    worker_name: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError(f"host must be an interface name or address, got {self.host!r}")
+        if self.token is not None and self.tokens is not None:
+            raise ValueError("pass token= (one client) or tokens= (named clients), not both.")
+        if self.token is not None and (not isinstance(self.token, str) or not self.token):
+            raise ValueError("token must be a non-empty string (or None: one is generated).")
+        if self.tokens is not None:
+            check_tokens(self.tokens)
+            object.__setattr__(self, "tokens", dict(self.tokens))
+        if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int):
+            raise ValueError(f"max_body_bytes must be a whole number of bytes, got {self.max_body_bytes!r}")
+        _positive("max_body_bytes", self.max_body_bytes, "bytes")
+        _positive("body_timeout", self.body_timeout, "seconds")
+        for name in ("allowed_hosts", "allowed_origins"):
+            given = getattr(self, name)
+            if given is not None:
+                if isinstance(given, str) or not all(isinstance(item, str) for item in given):
+                    raise ValueError(f"{name} must be a list of strings, got {given!r:.80}")
+                object.__setattr__(self, name, tuple(given))
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
+            raise ValueError(f"path must start with '/', got {self.path!r:.80}")
+        _positive_count("max_sessions", self.max_sessions, "sessions")
+        _positive("session_idle_timeout", self.session_idle_timeout, "seconds", optional=True)
+        _positive_count("max_sessions_per_owner", self.max_sessions_per_owner, "sessions")
+        _positive_count("max_listens_per_owner", self.max_listens_per_owner, "streams")
+        _positive("answer_timeout", self.answer_timeout, "seconds", optional=True)
+        if self.worker_name is not None and not (
+            isinstance(self.worker_name, str) and _WORKER_NAME.fullmatch(self.worker_name)
+        ):
+            shown = str(self.worker_name)[:40]
+            raise ValueError(f"worker_name must be 1 to 32 letters, digits, - or _, got {shown!r}.")
+
+    @property
+    def back_channel_refusal(self) -> str | None:
+        """The words naming a mode that leaves 2025-era calls no back channel (refusals quote them)."""
+        modes = [
+            *(["answers with single JSON responses (json_response=True)"] if self.json_response else []),
+            *(["keeps no 2025-11-25 sessions (stateless=True)"] if self.stateless else []),
+        ]
+        return " and ".join(modes) or None

@@ -1,0 +1,226 @@
+"""Every SDK name fusion-nb imports is pinned here, and each pin is checked against the installed SDK.
+
+``SDK_NAMES`` is the list, one ``module:name`` (or a bare module) a line: a scan of
+``fusion_nb/**/*.py`` fails on an import missing from it (a new dependency on the SDK
+must be added here on purpose) and on a pin nothing imports any more (the list stays
+exact). Each pin must resolve in the installed SDK. A pinned name the SDK does not
+publish (no ``__all__`` of its module or packages lists it, where one exists) must name
+the test of the behaviour fusion-nb relies on in ``UNPUBLISHED``: an SDK upgrade is a test
+run, not a hunt (``fusion_nb/mcp/_sdk.py`` holds the touch points on SDK privates).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import types
+from pathlib import Path
+
+import pytest
+from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from starlette.requests import Request
+
+from fusion_nb.mcp._sdk import SDK_SERIES
+
+PACKAGE = Path(__file__).resolve().parents[2] / "fusion_nb"
+SDK_PACKAGES = ("mcp", "mcp_types")
+
+SDK_NAMES = frozenset(
+    {
+        "mcp.client.streamable_http:streamable_http_client",
+        "mcp.client.subscriptions:ListenNotSupportedError",
+        "mcp.server.auth.middleware.auth_context:auth_context_var",
+        "mcp.server.auth.middleware.auth_context:get_access_token",
+        "mcp.server.auth.middleware.bearer_auth:AuthenticatedUser",
+        "mcp.server.auth.middleware.bearer_auth:authorization_context",
+        "mcp.server.auth.provider:AccessToken",
+        "mcp.server.connection:Connection",
+        "mcp.server.context:CallNext",
+        "mcp.server.context:HandlerResult",
+        "mcp.server.context:ServerRequestContext",
+        "mcp.server.lowlevel.server:NotificationOptions",
+        "mcp.server.lowlevel.server:Server",
+        "mcp.server.models:InitializationOptions",
+        "mcp.server.request_state:RequestStateBoundary",
+        "mcp.server.request_state:RequestStateSecurity",
+        "mcp.server.runner:ServerRunner",
+        "mcp.server.runner:aclose_shielded",
+        "mcp.server.runner:modern_error_data",
+        "mcp.server.session:ServerSession",
+        "mcp.server.stdio:stdio_server",
+        "mcp.server.streamable_http:check_accept_headers",
+        "mcp.server.streamable_http_manager:StreamableHTTPASGIApp",
+        "mcp.server.streamable_http_manager:StreamableHTTPSessionManager",
+        "mcp.server.subscriptions:InMemorySubscriptionBus",
+        "mcp.server.subscriptions:ListenHandler",
+        "mcp.server.subscriptions:ServerEvent",
+        "mcp.server.subscriptions:ToolsListChanged",
+        "mcp.server.transport_security:RequestBodyLimitMiddleware",
+        "mcp.server.transport_security:TransportSecurityMiddleware",
+        "mcp.server.transport_security:TransportSecuritySettings",
+        "mcp.shared.direct_dispatcher:DIRECT_TRANSPORT_KIND",
+        "mcp.shared.dispatcher:CallOptions",
+        "mcp.shared.exceptions:MCPError",
+        "mcp.shared.exceptions:NoBackChannelError",
+        "mcp.shared.inbound:ERROR_CODE_HTTP_STATUS",
+        "mcp.shared.inbound:InboundLadderRejection",
+        "mcp.shared.inbound:classify_inbound_request",
+        "mcp.shared.inbound:find_duplicated_routing_header",
+        "mcp.shared.inbound:unsupported_protocol_version_rejection",
+        "mcp.shared.inbound:validate_mcp_param_headers",
+        "mcp.shared.inbound:x_mcp_header_map",
+        "mcp.shared.jsonrpc_dispatcher:cancelled_request_id_from_params",
+        "mcp.shared.jsonrpc_dispatcher:progress_token_from_params",
+        "mcp.shared.message:ServerMessageMetadata",
+        "mcp.shared.transport_context:TransportContext",
+        "mcp:Client",
+        "mcp:types",
+        "mcp_types",
+        "mcp_types.methods:is_input_required",
+        "mcp_types.version:HANDSHAKE_PROTOCOL_VERSIONS",
+        "mcp_types.version:MODERN_PROTOCOL_VERSIONS",
+        "mcp_types:CONNECTION_CLOSED",
+        "mcp_types:ErrorData",
+        "mcp_types:HEADER_MISMATCH",
+        "mcp_types:INTERNAL_ERROR",
+        "mcp_types:INVALID_PARAMS",
+        "mcp_types:INVALID_REQUEST",
+        "mcp_types:JSONRPCError",
+        "mcp_types:JSONRPCNotification",
+        "mcp_types:JSONRPCRequest",
+        "mcp_types:JSONRPCResponse",
+        "mcp_types:PARSE_ERROR",
+        "mcp_types:REQUEST_TIMEOUT",
+        "mcp_types:RequestId",
+        "mcp_types:jsonrpc_message_adapter",
+    }
+)
+
+#: the pinned names the SDK does not publish, each with the test (in tests/mcp) of what fusion-nb relies on
+UNPUBLISHED = {
+    "mcp.server.runner:modern_error_data": "test_modern_error_data_maps_an_mcp_error_and_hides_any_other",
+    "mcp.shared.direct_dispatcher:DIRECT_TRANSPORT_KIND": (
+        "test_the_direct_path_reveals_whether_a_progress_callback_was_given"  # (test_sdk_contract.py, via _sdk.py)
+    ),
+}
+
+
+def imported_sdk_names(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each SDK ``module:name`` (or bare module) imported under ``package``, with where."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            pins: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] in SDK_PACKAGES:
+                    pins = [f"{node.module}:{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                pins = [alias.name for alias in node.names if alias.name.split(".")[0] in SDK_PACKAGES]
+            for pin in pins:
+                found.setdefault(pin, []).append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def resolve(pin: str) -> object:
+    """The object a pin names in the installed SDK (``AttributeError`` / ``ImportError`` when gone)."""
+    module_name, _, name = pin.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, name) if name else module
+
+
+def published(pin: str) -> bool:
+    """Whether the SDK publishes the pinned name.
+
+    Listed in the ``__all__`` of its module or of a package above it (as the same
+    object), a module itself, or defined in a module without ``__all__`` (PEP 8's
+    convention: there every name not starting with ``_`` is public).
+    """
+    module_name, _, name = pin.partition(":")
+    value = resolve(pin)
+    if not name or isinstance(value, types.ModuleType):
+        return not any(part.startswith("_") for part in module_name.split("."))
+    parts = module_name.split(".")
+    for depth in range(len(parts), 0, -1):
+        package = importlib.import_module(".".join(parts[:depth]))
+        if name in getattr(package, "__all__", ()) and getattr(package, name, None) is value:
+            return True
+    module = importlib.import_module(module_name)
+    defines = isinstance(value, type | types.FunctionType)  # (an alias or a constant does not say where it was made)
+    home = value.__module__ if defines else module_name
+    return not name.startswith("_") and getattr(module, "__all__", None) is None and home == module_name
+
+
+def test_every_sdk_import_is_pinned_and_every_pin_is_imported():
+    found = imported_sdk_names()
+    unpinned = {pin: where for pin, where in found.items() if pin not in SDK_NAMES}
+    assert unpinned == {}, f"new SDK imports: pin them in SDK_NAMES (and test what they do if unpublished): {unpinned}"
+    assert sorted(SDK_NAMES - set(found)) == [], "pins nothing imports any more: remove them from SDK_NAMES"
+
+
+@pytest.mark.parametrize("pin", sorted(SDK_NAMES))
+def test_every_pinned_name_exists_in_this_sdk(pin):
+    try:
+        resolve(pin)
+    except (ImportError, AttributeError) as gone:
+        pytest.fail(f"{SDK_SERIES} contract broken: {pin} is gone from the installed SDK ({gone}).", pytrace=False)
+
+
+def test_every_unpublished_pin_names_the_test_of_its_behaviour():
+    unpublished = sorted(pin for pin in SDK_NAMES if not published(pin))
+    assert unpublished == sorted(UNPUBLISHED), "unpublished SDK names without a behaviour test in UNPUBLISHED"
+    defined = {
+        node.name
+        for path in Path(__file__).parent.glob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert sorted(set(UNPUBLISHED.values()) - defined) == []
+
+
+def test_the_scan_sees_each_kind_of_import(tmp_path):
+    """The scan itself, on a package written here: a scan that finds nothing cannot make the pin test pass."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(
+        "import mcp_types\nimport mcp_types as t\nfrom mcp import Client\nfrom . import mcp\n"
+        "def f():\n    from mcp.server.runner import ServerRunner, aclose_shielded\n"
+    )
+    assert sorted(imported_sdk_names(tmp_path / "pkg")) == sorted(
+        ["mcp:Client", "mcp.server.runner:ServerRunner", "mcp.server.runner:aclose_shielded", "mcp_types"]
+    )
+    assert published("mcp:Client") and published("mcp.server.runner:ServerRunner")
+    assert not published("mcp.server.runner:modern_error_data")
+
+
+def test_modern_error_data_maps_an_mcp_error_and_hides_any_other(caplog):
+    """The 2026 endpoint answers a failed request with what this returns, as the SDK's own entries do."""
+    refused = modern_error_data(MCPError(INVALID_PARAMS, "bad arguments", {"field": "x"}))
+    assert (refused.code, refused.message, refused.data) == (INVALID_PARAMS, "bad arguments", {"field": "x"}), (
+        f"{SDK_SERIES} contract broken: modern_error_data no longer keeps an MCPError's code, message and data."
+    )
+    hidden = modern_error_data(RuntimeError("secret internals"))
+    assert (hidden.code, hidden.message) == (INTERNAL_ERROR, "Internal server error"), (
+        f"{SDK_SERIES} contract broken: modern_error_data no longer hides a handler's own exception."
+    )
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        ("application/json, text/event-stream", (True, True)),
+        ("application/json", (True, False)),
+        ("text/event-stream;q=0.9", (False, True)),
+        ("*/*", (True, True)),
+        ("application/*, text/*", (True, True)),
+        ("", (False, False)),
+    ],
+)
+def test_check_accept_headers_reads_json_and_sse_as_the_sdk_transport_does(accept, expected):
+    """The endpoint decides JSON or SSE (and 406) with the SDK's own reading of ``Accept``."""
+    request = Request({"type": "http", "method": "POST", "headers": [(b"accept", accept.encode())]})
+    assert check_accept_headers(request) == expected, (
+        f"{SDK_SERIES} contract changed: check_accept_headers({accept!r}) is no longer {expected}."
+    )
