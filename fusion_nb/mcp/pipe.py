@@ -139,6 +139,11 @@ class LineReader:
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes read and held (at most ``limit`` plus one chunk)."""
+        return len(self._buffer)
+
     async def next(self) -> bytes | Oversized | None:
         """The next line (newline removed), an ``Oversized`` one, or ``None`` at end of input."""
         buffer = self._buffer
@@ -217,6 +222,11 @@ class PipeWriter:
         self._work = anyio.Event()
         self._room: anyio.Event | None = None
         self._drained: anyio.Event | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Bytes written but not yet taken by the pipe."""
+        return len(self._pending)
 
     @property
     def backed_up(self) -> bool:
@@ -440,6 +450,7 @@ class PipeConnection:
         self._idle: anyio.Event | None = None
         self._scope = anyio.CancelScope()
         self._ended = False
+        self.finished = anyio.Event()  # set once ``run`` has ended every call
 
     # -- the connection's standalone channel (Outbound), and writing
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
@@ -515,6 +526,7 @@ class PipeConnection:
                 await aclose_shielded(self.connection)
             await self.writer.drain(_FINAL_WRITE_TIMEOUT)
             group.cancel_scope.cancel()
+        self.finished.set()
 
     async def _read(self) -> None:
         reader, writer = self.reader, self.writer
