@@ -37,6 +37,7 @@ Notifications from the client run in the reader, in order (fusion-nb's are quick
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -130,14 +131,17 @@ class LineReader:
     arrives, having held at most ``limit`` bytes plus one chunk.
     """
 
-    def __init__(self, fd: int, limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, fd: int, limit: int = MAX_LINE_BYTES, *, watch: bool = True) -> None:
         self.fd = fd
+        self.watch = watch  # keep the descriptor registered on asyncio (``close`` unregisters it)
         self.limit = limit
         self._buffer = bytearray()
         self._scanned = 0
         self._eof = False
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def buffered(self) -> int:
@@ -173,6 +177,40 @@ class LineReader:
                 return line
             await self._fill()
 
+    async def _readable(self) -> None:
+        """Wait until the descriptor is readable.
+
+        On asyncio the descriptor stays registered with the loop from the first wait
+        to ``close`` (each wait is one future), instead of registered and removed per
+        wait as ``anyio.wait_readable`` does: that is measurable on a call's round trip.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio
+            loop = None
+        if loop is None or not self.watch:
+            await anyio.wait_readable(self.fd)
+            return
+        if self._loop is None:
+            self._loop = loop
+            loop.add_reader(self.fd, self._ready)
+        self._waiter = loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        """Stop watching the descriptor (it stays open: it is not the reader's to close)."""
+        if self._loop is not None:
+            self._loop.remove_reader(self.fd)
+            self._loop = None
+
     def _skip(self, buffer: bytearray) -> None:
         assert self._oversized is not None
         self._oversized.size += len(buffer)
@@ -192,7 +230,7 @@ class LineReader:
             try:
                 chunk = os.read(self.fd, _CHUNK)
             except BlockingIOError:
-                await anyio.wait_readable(self.fd)
+                await self._readable()
                 continue
             except (ConnectionResetError, BrokenPipeError):
                 chunk = b""
@@ -508,7 +546,10 @@ class PipeConnection:
         async with anyio.create_task_group() as group:
             group.start_soon(self.writer.run)
             with self._scope:
-                await self._read()
+                try:
+                    await self._read()
+                finally:
+                    self.reader.close()
             self._ended = True
             for arrived in self._asked.values():
                 arrived.set()  # no answer: Connection closed

@@ -55,7 +55,7 @@ class PipeLines:
         from .pipe import LineReader
 
         self.fd = fd
-        self._reader = LineReader(fd, limit=1 << 30)
+        self._reader = LineReader(fd, limit=1 << 30, watch=False)  # nothing closes it: registered per wait
 
     def __aiter__(self) -> PipeLines:
         return self
