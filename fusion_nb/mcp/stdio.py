@@ -1,23 +1,31 @@
 """stdio transport: ``serve_stdio(app)``, and ``python -m fusion_nb.mcp.stdio module:app``.
 
 ``serve_stdio`` is the library entry the ``fusion-nb`` command builds on. It serves
-both protocol eras on this process's stdin/stdout through the SDK's ``stdio_server``
-and ends quietly however the client leaves:
+both protocol eras on this process's stdin/stdout, each message straight through the
+SDK's protocol kernel (``pipe.PipeConnection``), and ends quietly however the client
+leaves:
 
-* stdin closed: the SDK cancels what still runs (handlers' ``finally`` blocks run)
-  and ``serve_stdio`` returns;
+* stdin closed: what still runs is cancelled (handlers' ``finally`` blocks run) and
+  ``serve_stdio`` returns;
 * the client stopped reading (its end of our stdout closed): the next write fails
   with a broken pipe; that is one INFO log line, what still runs is cancelled
   (cleanup runs) and ``serve_stdio`` returns. stdin is read on the event loop from a
   non-blocking pipe, not from a worker thread blocked in ``read()``, so nothing
   waits for the client to close stdin as well.
 
+While serving, fd 0 reads the null device and fd 1 writes to stderr, as under the
+SDK's ``stdio_server``: a handler reading stdin sees end of input, and a stray
+``print`` misses the wire. Both are restored afterwards.
+
 A message holding a lone surrogate (a client may send ``"\\ud800"``, a tool may echo it)
-cannot be written as UTF-8: the SDK's writer would fail and the call go unanswered. Such
-a message goes out with U+FFFD in the surrogate's place (``UnicodeSafeWriter``).
+cannot be written as UTF-8: it goes out with U+FFFD in the surrogate's place, and one
+read with such an escape is read with U+FFFD too.
 
 Run with ``python -u`` (or log to stderr): stray block-buffered prints would
 otherwise be flushed onto the wire when the server exits.
+
+This module imports no SDK transport: ``fusion-nb serve`` over stdio starts faster
+without them (``tests/cli`` bounds spawn-to-first-answer).
 """
 
 from __future__ import annotations
@@ -25,10 +33,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import json
 import logging
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -36,90 +42,72 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from ..engine import App
 from .options import ServerOptions, with_options
-from .server import server_for
 
 log = logging.getLogger(__name__)
 
-_CHUNK = 1 << 16
-
 
 class PipeLines:
-    """Lines read from a non-blocking file descriptor on the event loop (cancellable at any time).
-
-    ``stdio_server(stdin=...)`` iterates it with ``async for``; the SDK parses each line.
-    """
+    """Lines read from a non-blocking file descriptor on the event loop (cancellable at any time), as text."""
 
     def __init__(self, fd: int) -> None:
+        from .pipe import LineReader
+
         self.fd = fd
-        self._buffer = bytearray()
-        self._eof = False
+        self._reader = LineReader(fd, limit=1 << 30, watch=False)  # nothing closes it: registered per wait
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
         """The next line (with its newline), or ``StopAsyncIteration`` at end of input."""
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self._buffer[: end + 1])
-                del self._buffer[: end + 1]
-                return _parseable(line.decode("utf-8", errors="replace"))
-            if self._eof:
-                if not self._buffer:
-                    raise StopAsyncIteration
-                line = bytes(self._buffer)
-                self._buffer.clear()
-                return _parseable(line.decode("utf-8", errors="replace"))
-            await anyio.wait_readable(self.fd)
-            try:
-                chunk = os.read(self.fd, _CHUNK)
-            except BlockingIOError:
-                continue
-            if chunk:
-                self._buffer += chunk
-            else:
-                self._eof = True
+        line = await self._reader.next()
+        if line is None:
+            raise StopAsyncIteration
+        assert isinstance(line, bytes)
+        return line.decode("utf-8", errors="replace") + "\n"
 
 
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[PipeLines | None]:
-    """Take fd 0 for the protocol (handlers then read EOF from the null device); restore it after.
+def _claimed(fd: int, diversion: int, mode: int) -> Iterator[int]:
+    """Take ``fd`` for the protocol: a private duplicate serves the wire, ``fd`` points at ``diversion``.
 
-    ``None`` when stdin is a regular file (no readiness to wait on): the SDK's own
-    thread reader serves that case.
+    A pipe's duplicate is made non-blocking (read and written on the event loop); its
+    mode is shared with ``fd``'s open file and restored, with ``fd``, afterwards.
     """
-    try:
-        mode = os.fstat(0).st_mode
-    except OSError:
-        yield None
-        return
-    if stat.S_ISREG(mode):
-        yield None
-        return
-    private = os.dup(0)
+    private = os.dup(fd)
     was_blocking = os.get_blocking(private)
-    null = os.open(os.devnull, os.O_RDONLY)
     try:
-        os.dup2(null, 0)
-        os.set_blocking(private, False)  # shared with fd 0's open file: restored below
-        yield PipeLines(private)
+        os.dup2(diversion, fd)
+        if not stat.S_ISREG(mode):
+            os.set_blocking(private, False)
+        yield private
     finally:
         os.set_blocking(private, was_blocking)
-        os.dup2(private, 0)
+        os.dup2(private, fd)
         os.close(private)
+
+
+@contextlib.contextmanager
+def _claimed_stdio() -> Iterator[tuple[int, int]]:
+    """``(read_fd, write_fd)`` for the protocol; meanwhile fd 0 reads the null device and fd 1 writes to stderr."""
+    modes = [os.fstat(fd).st_mode for fd in (0, 1)]
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        with _claimed(0, null, modes[0]) as read_fd, _claimed(1, 2, modes[1]) as write_fd:
+            yield read_fd, write_fd
+    finally:
         os.close(null)
 
 
 class UnicodeSafeWriter:
-    """The write stream of ``stdio_server``, replacing lone surrogates (U+FFFD) in a message UTF-8 cannot carry.
+    """The SDK ``stdio_server``'s write stream, replacing lone surrogates (U+FFFD) in a message UTF-8 cannot carry.
 
-    Only a message that fails to serialize is rebuilt: the check is the SDK's own
-    ``model_dump_json``, once more per message written (a few µs on a stdio call).
+    (``fusion-nb connect`` serves its bridge on the SDK's transport.) Only a message
+    that fails to serialize is rebuilt: the check is the SDK's own ``model_dump_json``,
+    once more per message written.
     """
 
     def __init__(self, stream: Any) -> None:
@@ -146,41 +134,11 @@ class UnicodeSafeWriter:
 
 def _replaced_surrogates(item: Any) -> Any:
     """``item`` with every lone surrogate in its message's strings replaced by U+FFFD."""
+    from .pipe import without_surrogates
+
     message = item.message
-    data = _without_surrogates(message.model_dump(by_alias=True, exclude_unset=True))
+    data = without_surrogates(message.model_dump(by_alias=True, exclude_unset=True))
     return type(item)(type(message).model_validate(data), metadata=getattr(item, "metadata", None))
-
-
-def _without_surrogates(value: Any) -> Any:
-    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_without_surrogates(key): _without_surrogates(inner) for key, inner in value.items()}
-    if isinstance(value, list):
-        return [_without_surrogates(inner) for inner in value]
-    return value
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _parseable(line: str) -> str:
-    """A line the SDK's strict parser takes: a JSON escape of a lone surrogate (``"\\ud800"``)
-    becomes U+FFFD, as on the way out. The parser refuses such a line outright, and the
-    request in it was never answered; a line with no such escape (nearly all) is not looked at."""
-    if _SURROGATE_ESCAPE.search(line) is None:  # an escape of U+D800-U+DFFF (a lone one, or half a pair)
-        return line
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return line  # not JSON at all: the SDK's own answer to that
-    cleaned = _without_surrogates(value)
-    return line if cleaned == value else json.dumps(cleaned, ensure_ascii=False) + "\n"
-
-
-def _is_gone(exc: BaseException) -> bool:
-    return isinstance(exc, BrokenPipeError | ConnectionResetError)
 
 
 @with_options(ServerOptions)
@@ -191,20 +149,13 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     ``request_state_keys`` ...). Returns normally when the client closes stdin or
     stops reading stdout.
     """
+    from .pipe import serve_pipe
+    from .server import server_for
+
     server = server_for(app, options)
-    try:
-        with _claimed_stdin() as stdin:
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-                writer = UnicodeSafeWriter(write_stream)
-                await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
-    except BaseExceptionGroup as group:
-        gone, rest = group.split(_is_gone)
-        if rest is not None:
-            raise
-        assert gone is not None
-        log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")
-        _discard_stdout()
-    except (BrokenPipeError, ConnectionResetError):
+    with _claimed_stdio() as (read_fd, write_fd):
+        gone = await serve_pipe(server, read_fd, write_fd)
+    if gone:
         log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")
         _discard_stdout()
 

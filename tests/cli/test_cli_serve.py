@@ -190,3 +190,46 @@ def test_a_bad_http_flag_is_one_sentence_before_anything_loads(flags, refusal):
     done = run_cli("serve", str(DATA / "destructive.ipynb"), "--transport", "http", "--port", "0", *flags)
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines() == [f"fusion-nb: error: {refusal}"], done.stderr
+
+
+#: spawn to first answer of ``fusion-nb serve NB.ipynb`` over stdio: about 0.7-1.1 s here
+#: (``benchmarks/stdio.py --startup``); the bound only catches a tenfold regression
+STARTUP_BOUND = 7.5
+
+
+def test_serving_a_notebook_over_stdio_answers_its_first_request_soon_after_spawn(tmp_path):
+    import json
+    import subprocess
+    import time
+
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    wire = b"".join(
+        json.dumps(m).encode() + b"\n"
+        for m in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, listing)
+    )
+    start = time.perf_counter()
+    with subprocess.Popen(
+        [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
+        cwd=str(REPO),
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(wire)
+            process.stdin.flush()
+            answers = [json.loads(process.stdout.readline()) for _ in range(2)]
+            elapsed = time.perf_counter() - start
+        finally:
+            process.kill()
+    assert [answer["id"] for answer in answers] == [1, 2]
+    assert {tool["name"] for tool in answers[1]["result"]["tools"]} == {"billing.refund", "ledger.read"}
+    assert elapsed < STARTUP_BOUND, f"spawn to first answer took {elapsed:.2f} s (bound {STARTUP_BOUND} s)"

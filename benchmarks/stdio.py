@@ -1,0 +1,391 @@
+"""MCP over stdio: fusion-nb's ``serve_stdio`` against the SDK's own stdio server, same tool, one run.
+
+Each server is a child process speaking MCP on its stdin/stdout and serving the same
+``echo`` tool (text block plus structured content ``{"result": text}`` with an output
+schema, as in ``benchmarks/http.py``):
+
+* ``fusion-nb serve_stdio``: ``fusion_nb.mcp.serve_stdio(app)`` (asyncio), and the same on trio;
+* ``fusion-nb on the SDK transport``: the same fusion-nb server run by ``Server.run`` on the
+  SDK's ``stdio_server`` (how ``serve_stdio`` served before issue 27);
+* ``SDK lowlevel``: the SDK's bare low-level ``Server`` (its default middleware) run by
+  ``Server.run`` on its ``stdio_server``: the SDK's own stdio server.
+
+Two drivers:
+
+* a raw pipe load generator: this process, blocking ``os.write``/``os.read`` on the
+  pipes and ``json`` (no event loop), so the client's own cost stays small next to the
+  servers'; both eras (2025-11-25 after ``initialize``, 2026-07-28 with the envelope in
+  every request);
+* the official Python client (``mcp.Client`` over ``StdioServerParameters``, 2025 era):
+  what a Python host sees, client cost included.
+
+Measured per driver, interleaved per round in rotating order so machine noise hits all
+alike: sequential calls (p50, p99) and calls/s with 32 requests in flight. Read the
+ratios (``vs SDK``: p50 / the SDK's p50, calls/s / the SDK's calls/s). Above the
+tables, the seed framework's own figures as the anchor (MCP Fusion on Node, driven by
+the TypeScript SDK client over stdio; not run here).
+
+``--startup N``: spawn to first answered call of ``fusion-nb serve NOTEBOOK`` over stdio
+(median of N; the process is spawned, handshakes and calls one tool).
+
+Run: ``.venv/bin/python benchmarks/stdio.py [--calls N] [--rounds N] [--in-flight N] [--startup N]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# This file's folder holds mcp.py: when run as a script it would shadow the SDK package.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse
+import json
+import select
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+HERE = Path(__file__).resolve()
+REPO = HERE.parent.parent
+LEGACY, MODERN = "2025-11-25", "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+INPUT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+BASELINE = "SDK lowlevel"
+#: name -> (serve target, backend)
+SERVERS = {
+    "fusion-nb serve_stdio": ("fusion", "asyncio"),
+    "fusion-nb serve_stdio, trio": ("fusion", "trio"),
+    "fusion-nb on the SDK transport": ("fusion-sdk-transport", "asyncio"),
+    BASELINE: ("sdk", "asyncio"),
+}
+#: the seed framework's figures (MCP Fusion 3.1.31 on Node, TS SDK client over stdio): (p50 ms, calls/s at 32)
+ANCHORS = {
+    "MCP Fusion (seed, SPEC section 14)": (0.073, 17_225),
+    "MCP Fusion (seed, issue 27)": (0.076, 12_996),
+}
+
+
+class EchoOut(BaseModel):
+    result: str
+
+
+# ---- the servers (each runs in a child process: ``benchmarks/stdio.py --serve NAME``) ----
+
+
+def fusion_app() -> Any:
+    from fusion_nb import Fusion
+
+    app = Fusion("bench-fusion")
+
+    @app.f.query("echo").with_string("text").returns(EchoOut).handle
+    async def echo(input: Any, ctx: Any) -> EchoOut:
+        return EchoOut(result=input.text)
+
+    return app
+
+
+def sdk_server() -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+
+    tool = types.Tool(name="echo", input_schema=INPUT_SCHEMA, output_schema=EchoOut.model_json_schema())
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        data = {"result": params.arguments["text"]}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(data))], structured_content=data)
+
+    return Server("bench-bare", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def on_sdk_transport(server: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    from fusion_nb.mcp.stdio import UnicodeSafeWriter
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, UnicodeSafeWriter(write_stream), server.create_initialization_options())
+
+
+def serve(target: str, backend: str) -> None:
+    import anyio
+
+    if target == "fusion":
+        from fusion_nb.mcp import serve_stdio
+
+        anyio.run(serve_stdio, fusion_app(), backend=backend)
+    elif target == "fusion-sdk-transport":
+        from fusion_nb.mcp import mcp_server
+
+        anyio.run(on_sdk_transport, mcp_server(fusion_app()), backend=backend)
+    else:
+        anyio.run(on_sdk_transport, sdk_server(), backend=backend)
+
+
+def child_argv(name: str) -> list[str]:
+    target, backend = SERVERS[name]
+    return [sys.executable, "-u", str(HERE), "--serve", target, "--backend", backend]
+
+
+def child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+# ---- the raw pipe load generator ----
+
+
+class RawPipe:
+    """One server process driven with blocking syscalls on its pipes (no event loop on this side)."""
+
+    def __init__(self, argv: list[str], era: str) -> None:
+        self.era = era
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env()
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.inp = self.process.stdin.fileno()
+        self.out = self.process.stdout.fileno()
+        self.buffer = b""
+        self.next_id = 0
+        meta = f',"_meta":{json.dumps(ENVELOPE)}' if era == MODERN else ""
+        self.template = (
+            '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}'
+            + meta
+            + "}}\n"
+        )
+        if era == LEGACY:
+            init = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+            }
+            os.write(self.inp, json.dumps(init).encode() + b"\n")
+            self.lines(1)
+            os.write(self.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def request(self) -> bytes:
+        self.next_id += 1
+        return (self.template % self.next_id).encode()
+
+    def lines(self, wanted: int) -> int:
+        """Read until at least ``wanted`` whole lines arrived; how many did."""
+        count = self.buffer.count(b"\n")
+        while count < wanted:
+            select.select([self.out], [], [], 30)
+            chunk = os.read(self.out, 1 << 16)
+            if not chunk:
+                raise EOFError("the server closed stdout")
+            self.buffer += chunk
+            count = self.buffer.count(b"\n")
+        self.buffer = self.buffer.rpartition(b"\n")[2]
+        return count
+
+    def sequential(self, calls: int) -> list[float]:
+        times = []
+        for _ in range(calls):
+            line = self.request()
+            start = time.perf_counter()
+            os.write(self.inp, line)
+            self.lines(1)
+            times.append(time.perf_counter() - start)
+        return times
+
+    def in_flight(self, depth: int, calls: int) -> float:
+        """calls/s with ``depth`` requests always in flight."""
+        start = time.perf_counter()
+        os.write(self.inp, b"".join(self.request() for _ in range(depth)))
+        sent, answered = depth, 0
+        while answered < calls:
+            got = self.lines(1)
+            answered += got
+            more = min(got, calls - sent)
+            if more > 0:
+                os.write(self.inp, b"".join(self.request() for _ in range(more)))
+                sent += more
+        return calls / (time.perf_counter() - start)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---- the official Python client ----
+
+
+async def client_figures(name: str, calls: int, depth: int, per_task: int) -> tuple[list[float], float]:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    argv = child_argv(name)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=child_env())
+    async with Client(params, mode="legacy") as client:
+        await client.list_tools()
+        for _ in range(50):
+            await client.call_tool("echo", {"text": "hi"})
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await client.call_tool("echo", {"text": "hi"})
+            times.append(time.perf_counter() - start)
+
+        async def worker() -> None:
+            for _ in range(per_task):
+                await client.call_tool("echo", {"text": "hi"})
+
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(depth):
+                group.start_soon(worker)
+        rate = depth * per_task / (time.perf_counter() - start)
+    return times, rate
+
+
+# ---- start-up ----
+
+
+def startup(notebook: Path, times: int) -> list[float]:
+    """Seconds from spawning ``fusion-nb serve NOTEBOOK`` to the answer of its first tool call."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+    }
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    wire = b"".join(
+        json.dumps(m).encode() + b"\n" for m in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call)
+    )
+    seconds = []
+    for _ in range(times):
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fusion_nb", "serve", str(notebook)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_env(),
+            cwd=str(REPO),
+        )
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(wire)
+        process.stdin.flush()
+        answered = 0
+        while answered < 2:
+            line = process.stdout.readline()
+            if not line:
+                raise EOFError("fusion-nb serve exited before answering")
+            answered += '"id":' in line.decode() and '"method"' not in line.decode()
+        seconds.append(time.perf_counter() - start)
+        process.stdin.close()
+        process.wait(30)
+    return seconds
+
+
+# ---- the run ----
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def table(title: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], depth: int) -> str:
+    lines = [
+        f"### {title}",
+        "",
+        f"| server | p50 µs | p99 µs | p50 vs SDK | calls/s, {depth} in flight | calls/s vs SDK |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    base_p50 = statistics.median(latencies[BASELINE])
+    base_rate = statistics.median(rates[BASELINE])
+    for name in latencies:
+        p50, p99 = statistics.median(latencies[name]), quantile(latencies[name], 0.99)
+        rate = statistics.median(rates[name])
+        lines.append(
+            f"| {name} | {p50 * 1e6:,.0f} | {p99 * 1e6:,.0f} | {p50 / base_p50:.2f}x"
+            f" | {rate:,.0f} | {rate / base_rate:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> None:
+    import anyio
+
+    print("### Anchor: the seed framework (not run here)\n")
+    print("| framework | echo p50 ms | calls/s, 32 in flight |\n|---|---:|---:|")
+    for label, (p50, rate) in ANCHORS.items():
+        print(f"| {label} | {p50:.3f} | {rate:,} |")
+    print()
+    names = list(SERVERS)
+    for era in (LEGACY, MODERN):
+        latencies: dict[str, list[float]] = {name: [] for name in names}
+        rates: dict[str, list[float]] = {name: [] for name in names}
+        pipes = {name: RawPipe(child_argv(name), era) for name in names}
+        try:
+            for pipe in pipes.values():
+                pipe.sequential(args.warmup)
+            for round_ in range(args.rounds):
+                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                for name in order:
+                    latencies[name] += pipes[name].sequential(args.calls)
+                for name in order:
+                    rates[name].append(pipes[name].in_flight(args.in_flight, args.in_flight_calls))
+        finally:
+            for pipe in pipes.values():
+                pipe.close()
+        print(table(f"raw pipe load generator, {era}", latencies, rates, args.in_flight))
+        print()
+    if args.client_rounds:
+        latencies = {name: [] for name in names}
+        rates = {name: [] for name in names}
+        for round_ in range(args.client_rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                times, rate = anyio.run(client_figures, name, args.calls, args.in_flight, args.client_per_task)
+                latencies[name] += times
+                rates[name].append(rate)
+        print(table("official Python client (mcp.Client, 2025-11-25)", latencies, rates, args.in_flight))
+        print()
+    if args.startup:
+        seconds = startup(REPO / args.notebook, args.startup)
+        print(
+            f"### fusion-nb serve {args.notebook} over stdio, spawn to first answer: "
+            f"median {statistics.median(seconds):.3f} s, min {min(seconds):.3f} s ({args.startup} runs)"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="sequential calls per server per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--in-flight", type=int, default=32)
+    parser.add_argument("--in-flight-calls", type=int, default=5000, help="calls per in-flight measurement")
+    parser.add_argument("--client-rounds", type=int, default=1, help="rounds with the official client (0: none)")
+    parser.add_argument("--client-per-task", type=int, default=40)
+    parser.add_argument("--startup", type=int, default=5, help="start-up runs of fusion-nb serve (0: none)")
+    parser.add_argument("--notebook", default="notebooks/01-quickstart.ipynb")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", default="asyncio", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.backend)
+    else:
+        main(args)

@@ -1,0 +1,833 @@
+"""One MCP connection over a pair of pipes (stdio), each message straight through the SDK's protocol kernel.
+
+Why not the SDK's stdio transport as it comes: it relays every message through a
+pydantic parse, two memory streams, an era-replay stream and task, the dispatcher and
+a task per request, and writes through ``anyio.wrap_file`` (each ``write`` and
+``flush`` a worker-thread round trip); on a trivial call that plumbing costs several
+times what the protocol work does (``benchmarks/stdio.py`` measures both). The
+Streamable HTTP endpoint (``streamable.py``) already serves each POST this way.
+
+What stays the SDK's is everything that is protocol: ``ServerRunner.on_request``
+validates the request, runs the ``initialize`` handshake, fusion-nb's middleware and
+the handler, and shapes the result. What is here is the pipe:
+
+* one reader on the event loop (a non-blocking descriptor: cancellable at any time,
+  and nothing waits for the client to close stdin once it has stopped reading);
+  lines are bounded (``max_line_bytes``): a longer one is skipped as it streams in and
+  answered with one error line (for its id, when its first or last bytes name one);
+* writes go out on the loop, in order, straight to the descriptor; when the client
+  does not read, what is waiting is bounded (``_HIGH_WATER``): writers and the reader
+  wait, so memory stays flat, and a client that has gone away (a broken pipe) ends
+  the connection;
+* the first request fixes the era, as the SDK's ``serve_dual_era_loop`` does:
+  ``initialize`` opens a 2025-11-25 connection (one ``Connection``, server-to-client
+  requests such as elicitation on the same pipe), a request carrying the 2026-07-28
+  envelope opens a modern one (a born-ready ``Connection`` per request, no
+  server-to-client requests); a later request of the other era is refused;
+* ``notifications/cancelled`` cancels the request it names (which is then never
+  answered, as on the SDK's transport); at end of input every call still running
+  is cancelled (its cleanup runs) and answered ``Connection closed``;
+* a line that is not one JSON-RPC message gets one error line (id ``null`` unless
+  it named one): JSON-RPC's answer, so a client waiting on a request it mangled is
+  not left hanging.
+
+Notifications from the client run in the reader, in order (fusion-nb's are quick:
+``notifications/initialized`` remembers the connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner, aclose_shielded
+from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import (
+    cancelled_request_id_from_params,
+    handler_exception_to_error_data,
+    progress_token_from_params,
+)
+from mcp.shared.transport_context import TransportContext
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    REQUEST_TIMEOUT,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ErrorData,
+    RequestId,
+)
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+
+from ..engine import spawn
+from ._sdk import error_data_of
+
+log = logging.getLogger(__name__)
+
+#: the longest line read as a message (bytes, newline excluded); a longer one is skipped and refused
+MAX_LINE_BYTES = 8 * 1024 * 1024
+#: calls running at once on one connection; one more is refused at once (never queued unboundedly)
+MAX_IN_FLIGHT = 4096
+#: bytes waiting for a client that does not read before writers (and the reader) wait
+_HIGH_WATER = 1 << 20
+_CHUNK = 1 << 16
+#: how much of an oversized line's start and end is kept to find its id
+_EDGE = 512
+#: the bound on a last write (an answer to a call the end of input cancelled) to a peer that may not read
+_FINAL_WRITE_TIMEOUT = 1.0
+#: how long the end of the connection waits for cancelled calls to finish their cleanup
+_CLEANUP_TIMEOUT = 10.0
+_SERVER_BUSY = -32000
+_CLOSED = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
+_TRANSPORT = TransportContext(kind="stdio", can_send_request=True)
+_MODERN_TRANSPORT = TransportContext(kind="stdio", can_send_request=False)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ID = rb'(-?[0-9]{1,20}|"(?:[^"\\]|\\.){0,200}")'
+_ID_AT_START = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
+_ID_AT_END = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*$")
+
+
+class Oversized:
+    """A line longer than the limit, skipped as it streamed in: its length and its edges (to find its id)."""
+
+    __slots__ = ("head", "size", "tail")
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+        self.tail = b""
+        self.size = 0
+
+    def request_id(self) -> RequestId | None:
+        """The id the line's first or last bytes name as the message's own, if any."""
+        for pattern, edge in ((_ID_AT_START, self.head), (_ID_AT_END, self.tail)):
+            found = pattern.search(edge)
+            if found is not None:
+                try:
+                    value = json.loads(found.group(1))
+                except ValueError:
+                    continue
+                return value if isinstance(value, str | int) else None
+        return None
+
+
+class LineReader:
+    """Lines of at most ``limit`` bytes from a descriptor, read on the event loop.
+
+    A pipe or terminal is read non-blocking (waiting for readiness, cancellable at
+    any time); a regular file is read as it is (it never blocks), with a checkpoint
+    per chunk. A line longer than ``limit`` comes back as ``Oversized`` once its end
+    arrives, having held at most ``limit`` bytes plus one chunk.
+    """
+
+    def __init__(self, fd: int, limit: int = MAX_LINE_BYTES, *, watch: bool = True) -> None:
+        self.fd = fd
+        self.watch = watch  # keep the descriptor registered on asyncio (``close`` unregisters it)
+        self.limit = limit
+        self._buffer = bytearray()
+        self._scanned = 0
+        self._eof = False
+        self._oversized: Oversized | None = None
+        self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes read and held (at most ``limit`` plus one chunk)."""
+        return len(self._buffer)
+
+    async def next(self) -> bytes | Oversized | None:
+        """The next line (newline removed), an ``Oversized`` one, or ``None`` at end of input."""
+        buffer = self._buffer
+        while True:
+            end = buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                self._scanned = 0
+                if self._oversized is None and end <= self.limit:
+                    return line
+                return self._finish_oversized(line)
+            if self._oversized is not None:
+                self._skip(buffer)
+            elif len(buffer) > self.limit:
+                self._oversized = Oversized(bytes(buffer[:_EDGE]))
+                self._skip(buffer)
+            else:
+                self._scanned = len(buffer)
+            if self._eof:
+                if self._oversized is not None:
+                    return self._finish_oversized(b"")
+                if not buffer:
+                    return None
+                line = bytes(buffer)
+                buffer.clear()
+                return line
+            await self._fill()
+
+    async def _readable(self) -> None:
+        """Wait until the descriptor is readable.
+
+        On asyncio the descriptor stays registered with the loop from the first wait
+        to ``close`` (each wait is one future), instead of registered and removed per
+        wait as ``anyio.wait_readable`` does: that is measurable on a call's round trip.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio
+            loop = None
+        if loop is None or not self.watch:
+            await anyio.wait_readable(self.fd)
+            return
+        if self._loop is None:
+            self._loop = loop
+            loop.add_reader(self.fd, self._ready)
+        self._waiter = loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        """Stop watching the descriptor (it stays open: it is not the reader's to close)."""
+        if self._loop is not None:
+            self._loop.remove_reader(self.fd)
+            self._loop = None
+
+    def _skip(self, buffer: bytearray) -> None:
+        assert self._oversized is not None
+        self._oversized.size += len(buffer)
+        self._oversized.tail = (self._oversized.tail + bytes(buffer))[-_EDGE:]
+        buffer.clear()
+        self._scanned = 0
+
+    def _finish_oversized(self, rest: bytes) -> Oversized:
+        oversized = self._oversized or Oversized(rest[:_EDGE])
+        self._oversized = None
+        oversized.size += len(rest)
+        oversized.tail = (oversized.tail + rest)[-_EDGE:]
+        return oversized
+
+    async def _fill(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                await self._readable()
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                chunk = b""
+            if self._regular:
+                await anyio.lowlevel.checkpoint()
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+            return
+
+
+class PipeWriter:
+    """Whole lines written to a descriptor in order, on the event loop.
+
+    A line goes straight to ``os.write`` when nothing is waiting; what the pipe does
+    not take waits here and ``run`` (the connection's flusher) writes it as the pipe
+    drains. ``write`` waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe
+    (the client closed its end) calls ``on_gone`` once; later writes are dropped.
+    """
+
+    def __init__(self, fd: int, on_gone: Callable[[], None]) -> None:
+        self.fd = fd
+        self.gone = False
+        self._on_gone = on_gone
+        self._pending = bytearray()
+        self._work = anyio.Event()
+        self._room: anyio.Event | None = None
+        self._drained: anyio.Event | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Bytes written but not yet taken by the pipe."""
+        return len(self._pending)
+
+    @property
+    def backed_up(self) -> bool:
+        """Whether the client is behind: more than ``_HIGH_WATER`` bytes wait for it."""
+        return len(self._pending) > _HIGH_WATER
+
+    def write_nowait(self, line: bytes) -> None:
+        """Queue ``line`` (ending in a newline) after every line written before it; never waits."""
+        if self.gone:
+            return
+        if not self._pending:
+            try:
+                written = os.write(self.fd, line)
+            except BlockingIOError:
+                written = 0
+            except (BrokenPipeError, ConnectionResetError):
+                self._broke()
+                return
+            if written == len(line):
+                return
+            line = line[written:]
+        self._pending += line
+        self._work.set()
+
+    async def write(self, line: bytes) -> None:
+        """``write_nowait``, then wait while the client is behind."""
+        self.write_nowait(line)
+        if self._pending:
+            await self.wait_for_room()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until every queued line has been written."""
+        with anyio.move_on_after(timeout, shield=True):
+            while self._pending and not self.gone:
+                if self._drained is None:
+                    self._drained = anyio.Event()
+                await self._drained.wait()
+
+    async def wait_for_room(self) -> None:
+        """Return once no more than ``_HIGH_WATER`` bytes wait (at once when the client keeps up)."""
+        while self.backed_up and not self.gone:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+
+    async def run(self) -> None:
+        """Write what waits as the pipe takes it, until the connection ends."""
+        while not self.gone:
+            await self._work.wait()
+            self._work = anyio.Event()
+            while self._pending and not self.gone:
+                await anyio.wait_writable(self.fd)
+                try:
+                    written = os.write(self.fd, self._pending)
+                except BlockingIOError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    self._broke()
+                    return
+                del self._pending[:written]
+                if not self.backed_up:
+                    self._wake()
+            if self._drained is not None:
+                self._drained.set()
+                self._drained = None
+
+    def _broke(self) -> None:
+        if not self.gone:
+            self.gone = True
+            self._pending.clear()
+            self._wake()
+            if self._drained is not None:
+                self._drained.set()
+            self._on_gone()
+
+    def _wake(self) -> None:
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+
+
+def _encode(message: Mapping[str, Any]) -> bytes:
+    """One message as a line of UTF-8 JSON; lone surrogates (UTF-8 cannot carry them) become U+FFFD."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or infinity: JSON has none (the SDK's pydantic writes null)
+        import pydantic_core
+
+        return pydantic_core.to_json(message).decode().encode("utf-8", "surrogatepass") + b"\n"
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode() + b"\n"
+
+
+def without_surrogates(value: Any) -> Any:
+    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {without_surrogates(key): without_surrogates(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [without_surrogates(inner) for inner in value]
+    return value
+
+
+def _error(request_id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _error_message(request_id: RequestId | None, error: ErrorData) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(mode="json", exclude_none=True)}
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _has_modern_envelope(params: Any) -> bool:
+    """Whether ``params._meta`` carries the 2026-07-28 protocol-version key (what fixes a stream's era)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+class Exchange:
+    """The SDK's ``DispatchContext`` for one request on the pipe: what the call sends goes out on it.
+
+    ``modern`` requests (2026-07-28) may notify but not ask the client (that era
+    forbids server-to-client requests). Once the call has settled, the exchange is
+    closed: late notifications are dropped, questions refused.
+    """
+
+    __slots__ = ("_cancel_requested", "closed", "connection", "modern", "progress_token", "request_id")
+
+    message_metadata = None
+
+    def __init__(self, connection: PipeConnection, request_id: RequestId | None, params: Any, *, modern: bool) -> None:
+        self.connection = connection
+        self.request_id = request_id
+        self.modern = modern
+        self.progress_token = progress_token_from_params(params)
+        self.closed = False
+        self._cancel_requested: anyio.Event | None = None
+
+    @property
+    def transport(self) -> TransportContext:
+        return _MODERN_TRANSPORT if self.modern else _TRANSPORT
+
+    @property
+    def can_send_request(self) -> bool:
+        return not self.modern and not self.closed and self.request_id is not None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Set when the client sends ``notifications/cancelled`` for this request."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    @property
+    def cancelled_by_client(self) -> bool:
+        return self._cancel_requested is not None and self._cancel_requested.is_set()
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        """A notification about this request (dropped once it has settled)."""
+        if not self.closed:
+            await self.connection.notify(method, params, opts)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """``notifications/progress`` for this request, when the client sent a progress token."""
+        if self.progress_token is not None and not self.closed:
+            given = {key: value for key, value in (("total", total), ("message", message)) if value is not None}
+            await self.connection.notify(
+                "notifications/progress", {"progressToken": self.progress_token, "progress": progress, **given}
+            )
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        """Ask the client (2025 era, while the call runs); the answer comes back on the pipe."""
+        if not self.can_send_request:
+            raise NoBackChannelError(method)
+        return await self.connection.send_raw_request(method, params, opts)
+
+
+class PipeConnection:
+    """One client on a pair of descriptors: its era, its calls, its questions; ``run`` serves it.
+
+    It is also the 2025 connection's standalone channel (``Connection.outbound``):
+    server-initiated messages (``tools/list_changed``) go out on the same pipe.
+    """
+
+    def __init__(
+        self,
+        server: Server[Any],
+        read_fd: int,
+        write_fd: int,
+        *,
+        lifespan_state: Any = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
+        self.server = server
+        self.lifespan_state = lifespan_state
+        self.max_in_flight = max_in_flight
+        self.reader = LineReader(read_fd, max_line_bytes)
+        self.writer = PipeWriter(write_fd, self._client_gone)
+        self.modern: bool | None = None  # fixed by the first request
+        self.connection: Connection | None = None  # the 2025 era's one connection
+        self.runner: ServerRunner[Any] | None = None
+        self.client_gone = False  # the client stopped reading (a broken pipe)
+        self._calls: dict[RequestId, tuple[anyio.CancelScope, Exchange]] = {}
+        self._asked: dict[RequestId, anyio.Event] = {}  # server-to-client requests waiting for their answer
+        self._answers: dict[RequestId, dict[str, Any] | ErrorData] = {}
+        self._lead: list[dict[str, Any]] = []  # notifications before the first request (the SDK replays 8)
+        self._next_id = 0
+        self._running = 0
+        self._idle: anyio.Event | None = None
+        self._scope = anyio.CancelScope()
+        self._ended = False
+        self.finished = anyio.Event()  # set once ``run`` has ended every call
+
+    # -- the connection's standalone channel (Outbound), and writing
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        """Send a notification (dropped once the client has gone)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self.writer.write(_encode(message))
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        """Ask the client and wait for its answer (``opts["timeout"]`` bounds the wait)."""
+        if self._ended or self.modern:
+            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+        self._next_id += 1
+        request_id = self._next_id
+        arrived = self._asked[request_id] = anyio.Event()
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        timeout = (opts or {}).get("timeout")
+        try:
+            await self.writer.write(_encode(message))
+            with anyio.fail_after(timeout):
+                await arrived.wait()
+        except TimeoutError:
+            await self._tell_cancelled(request_id, f"timed out after {timeout}s")
+            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._tell_cancelled(request_id, "the server call was cancelled")
+            raise
+        finally:
+            del self._asked[request_id]
+        outcome = self._answers.pop(request_id, _CLOSED)
+        if isinstance(outcome, ErrorData):
+            raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
+        return outcome
+
+    async def _tell_cancelled(self, request_id: RequestId, reason: str) -> None:
+        """Tell the client to stop on a question nobody waits for (best effort, bounded)."""
+        if self._ended:
+            return
+        with anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
+            await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    def _client_gone(self) -> None:
+        self.client_gone = True
+        self._scope.cancel()
+
+    # -- serving
+    async def run(self) -> None:
+        """Serve until end of input or until the client stops reading; every call has ended on return."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.writer.run)
+            with self._scope:
+                try:
+                    await self._read()
+                finally:
+                    self.reader.close()
+            self._ended = True
+            for arrived in self._asked.values():
+                arrived.set()  # no answer: Connection closed
+            for scope, _ in list(self._calls.values()):
+                scope.cancel()
+            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True) as waited:
+                while self._running:
+                    self._idle = anyio.Event()
+                    await self._idle.wait()
+            if waited.cancelled_caught:
+                log.warning(
+                    "fusion-nb: %d call(s) still cleaning up %g s after the end", self._running, _CLEANUP_TIMEOUT
+                )
+            if self.connection is not None:
+                await aclose_shielded(self.connection)
+            await self.writer.drain(_FINAL_WRITE_TIMEOUT)
+            group.cancel_scope.cancel()
+        self.finished.set()
+
+    async def _read(self) -> None:
+        reader, writer = self.reader, self.writer
+        while True:
+            if writer.backed_up:
+                await writer.wait_for_room()  # a client that does not read gets no more work done for it
+            line = await reader.next()
+            if line is None:
+                return
+            if isinstance(line, Oversized):
+                await self._refuse_oversized(line)
+                continue
+            message = self._parse(line)
+            if message is None:
+                continue
+            if "method" in message:
+                if "id" in message:
+                    await self._request(message)
+                else:
+                    await self._notification(message)
+            else:
+                self._answered(message)
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        """The line as one JSON-RPC message, or ``None`` (refused with one error line, or blank)."""
+        if not line.strip():
+            return None
+        try:
+            message = json.loads(line)
+        except UnicodeDecodeError:
+            try:
+                message = json.loads(line.decode("utf-8", "replace"))
+            except (ValueError, RecursionError) as exc:
+                self._refuse(None, PARSE_ERROR, f"Parse error: the line is not JSON ({_short(exc)}).")
+                return None
+        except (ValueError, RecursionError) as exc:
+            self._refuse(None, PARSE_ERROR, f"Parse error: the line is not JSON ({_short(exc)}).")
+            return None
+        if _SURROGATE_ESCAPE.search(line) is not None:
+            message = without_surrogates(message)  # as on the way out: U+FFFD for a lone surrogate
+        if not isinstance(message, dict):
+            kind = "a batch" if isinstance(message, list) else f"a JSON {type(message).__name__}"
+            self._refuse(None, INVALID_REQUEST, f"Invalid Request: expected one JSON-RPC object, got {kind}.")
+            return None
+        request_id = message.get("id")
+        named = request_id if _is_id(request_id) else None
+        if message.get("jsonrpc") != "2.0":
+            self._refuse(named, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".')
+            return None
+        if "id" in message and not _is_id(request_id):
+            self._refuse(None, INVALID_REQUEST, "Invalid Request: an id must be a string or an integer.")
+            return None
+        if "method" in message:
+            if not isinstance(message["method"], str):
+                self._refuse(named, INVALID_REQUEST, 'Invalid Request: "method" must be a string.')
+                return None
+            params = message.get("params")
+            if params is not None and not isinstance(params, dict):
+                self._refuse(named, INVALID_REQUEST, 'Invalid Request: "params" must be an object.')
+                return None
+            return message
+        if named is None or not (isinstance(message.get("result"), dict) or isinstance(message.get("error"), dict)):
+            self._refuse(
+                named, INVALID_REQUEST, 'Invalid Request: expected a "method", or an id with a "result" or "error".'
+            )
+            return None
+        return message
+
+    def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
+        """Answer a message that cannot be served with one error line (queued: the reader never waits on it)."""
+        self.writer.write_nowait(_encode(_error(request_id, code, message)))
+
+    async def _refuse_oversized(self, line: Oversized) -> None:
+        """One error line for a line over the limit (for its id, when its edges name one)."""
+        limit = self.reader.limit
+        self._refuse(
+            line.request_id(),
+            INVALID_REQUEST,
+            f"Request too large: a line of {line.size:,} bytes was skipped (at most {limit:,} bytes per message).",
+        )
+        await anyio.lowlevel.checkpoint()
+
+    async def _request(self, message: dict[str, Any]) -> None:
+        method: str = message["method"]
+        params: dict[str, Any] | None = message.get("params")
+        request_id: RequestId = message["id"]
+        if self.modern is None:
+            await self._open(method, params)
+        if len(self._calls) >= self.max_in_flight:
+            self._refuse(
+                request_id,
+                _SERVER_BUSY,
+                f"Server busy: {self.max_in_flight} calls in flight; retry once one has ended.",
+            )
+            return
+        modern = bool(self.modern)
+        refusal = self._era_refusal(method, params) if not modern else None
+        if refusal is not None:
+            self.writer.write_nowait(_encode(_error_message(request_id, refusal)))
+            return
+        exchange = Exchange(self, request_id, params, modern=modern)
+        scope = anyio.CancelScope()
+        key = coerce_request_id(request_id)
+        if key in self._calls:
+            log.debug("a request reuses the id of a call in flight (%r)", request_id)
+        self._calls[key] = (scope, exchange)
+        self._running += 1
+        call = self._serve(exchange, scope, key, method, params)
+        if method == "initialize":
+            await call  # inline, as the SDK's loop does: a pipelined next request sees the handshake done
+        else:
+            spawn(lambda: call, "fusion-nb stdio call", guard=False)
+
+    async def _open(self, method: str, params: dict[str, Any] | None) -> None:
+        """The first request fixes the era; the notifications before it are replayed into it."""
+        self.modern = method != "initialize" and _has_modern_envelope(params)
+        if not self.modern:
+            self.connection = Connection.for_loop(self)
+            self.runner = ServerRunner(self.server, self.connection, self.lifespan_state)
+        lead, self._lead = self._lead, []
+        for message in lead:
+            await self._notification(message)
+
+    def _era_refusal(self, method: str, params: dict[str, Any] | None) -> ErrorData | None:
+        if method != "initialize" and _has_modern_envelope(params):
+            return ErrorData(
+                code=INVALID_REQUEST,
+                message="this connection serves the handshake protocol era; "
+                "requests carrying the 2026-07-28 envelope are not accepted on it",
+            )
+        return None
+
+    async def _serve(
+        self, exchange: Exchange, scope: anyio.CancelScope, key: RequestId, method: str, params: Any
+    ) -> None:
+        """Run one request and write its answer (none for a call the client cancelled)."""
+        request_id = exchange.request_id
+        answer: dict[str, Any] | None = None
+        try:
+            with scope:
+                try:
+                    result = await self._on_request(exchange, method, params)
+                    answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+                except Exception as exc:
+                    error = handler_exception_to_error_data(exc) or error_data_of(exc)
+                    answer = _error_message(request_id, error)
+                finally:
+                    exchange.closed = True
+                    if self._calls.get(key, (None, None))[1] is exchange:
+                        del self._calls[key]
+            if exchange.cancelled_by_client:
+                return
+            if answer is None:  # cancelled by the end of the connection
+                if self.writer.gone:
+                    return
+                answer = _error(request_id, CONNECTION_CLOSED, "Connection closed")
+                with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
+                    await self.writer.write(_encode(answer))
+                return
+            await self.writer.write(_encode(answer))
+        finally:
+            self._running -= 1
+            if not self._running and self._idle is not None:
+                self._idle.set()
+
+    async def _on_request(self, exchange: Exchange, method: str, params: Any) -> dict[str, Any]:
+        if self.runner is not None:
+            return await self.runner.on_request(exchange, method, params)
+        if method == "initialize":
+            requested = (params or {}).get("protocolVersion")
+            data: dict[str, Any] = {"supported": list(MODERN_PROTOCOL_VERSIONS)}
+            if isinstance(requested, str):
+                data["requested"] = requested
+            raise MCPError(
+                code=UNSUPPORTED_PROTOCOL_VERSION,
+                message="connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+                data=data,
+            )
+        route = classify_inbound_request({"method": method, "params": params})
+        if isinstance(route, InboundLadderRejection):
+            raise MCPError(code=route.code, message=route.message, data=route.data)
+        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        runner: ServerRunner[Any] = ServerRunner(self.server, connection, self.lifespan_state)
+        try:
+            return await runner.on_request(exchange, method, params)
+        finally:
+            await aclose_shielded(connection)
+
+    async def _notification(self, message: dict[str, Any]) -> None:
+        method: str = message["method"]
+        params: dict[str, Any] | None = message.get("params")
+        if method == "notifications/cancelled":
+            named = cancelled_request_id_from_params(params)
+            running = self._calls.get(coerce_request_id(named)) if named is not None else None
+            if running is not None and not running[1].closed:
+                scope, exchange = running
+                exchange.cancel_requested.set()
+                scope.cancel()
+        if self.modern is None:
+            if len(self._lead) < 8:
+                self._lead.append(message)
+            return
+        exchange = Exchange(self, None, params, modern=self.modern)
+        exchange.closed = True
+        try:
+            if self.runner is not None:
+                await self.runner.on_notify(exchange, method, params)
+            else:
+                connection = Connection.from_envelope(LATEST_MODERN_VERSION, None, None)
+                try:
+                    await ServerRunner(self.server, connection, self.lifespan_state).on_notify(exchange, method, params)
+                finally:
+                    await aclose_shielded(connection)
+        except Exception:
+            log.exception("MCP notification handler for %r failed", method)
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        """The client's answer to a server-to-client request (late or unknown ones are dropped)."""
+        key = coerce_request_id(message["id"])
+        arrived = self._asked.get(key)
+        if arrived is None or arrived.is_set():
+            log.debug("dropped an answer to unknown or settled request %r", message["id"])
+            return
+        result = message.get("result")
+        if isinstance(result, dict):
+            self._answers[key] = result
+        else:
+            try:
+                self._answers[key] = ErrorData.model_validate(message["error"])
+            except ValueError:
+                self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
+        arrived.set()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+async def serve_pipe(
+    server: Server[Any],
+    read_fd: int,
+    write_fd: int,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_in_flight: int = MAX_IN_FLIGHT,
+) -> bool:
+    """Serve ``server`` to one client on ``read_fd``/``write_fd`` (pipes or files), in its lifespan.
+
+    Returns whether the client stopped reading (a broken pipe) rather than ending
+    its input. A pipe descriptor is read and written non-blocking: the caller
+    restores its mode if it shares the descriptor.
+    """
+    async with server.lifespan(server) as state:
+        connection = PipeConnection(
+            server, read_fd, write_fd, lifespan_state=state, max_line_bytes=max_line_bytes, max_in_flight=max_in_flight
+        )
+        await connection.run()
+    return connection.client_gone
+
+
+__all__ = ["MAX_IN_FLIGHT", "MAX_LINE_BYTES", "LineReader", "Oversized", "PipeConnection", "PipeWriter", "serve_pipe"]

@@ -1,0 +1,195 @@
+"""The stdio connection (``fusion_nb.mcp.pipe``) in process, over real OS pipes, on asyncio and trio.
+
+The subprocess tests (``test_stdio.py``, ``tests/reliability``) pin how the process
+ends; these pin what one connection does with hostile or careless peers: each bad
+line gets one clear error line, nothing hangs, memory stays bounded, cleanup runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from stdio_serving import INITIALIZE
+
+from fusion_nb import progress
+from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.pipe import LineReader, PipeConnection
+
+pytestmark = pytest.mark.anyio
+
+
+class Peer:
+    """The client end: raw lines in, lines out, over the pipes the connection serves."""
+
+    def __init__(self, to_server: int, from_server: int) -> None:
+        self.to_server = to_server
+        self.from_server = from_server
+        os.set_blocking(from_server, False)
+        self.lines = LineReader(from_server, limit=1 << 26)
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.to_server, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.to_server)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.write(json.dumps(message).encode() + b"\n")
+
+    async def receive(self) -> dict[str, Any]:
+        with anyio.fail_after(10):
+            line = await self.lines.next()
+        assert isinstance(line, bytes), line
+        return json.loads(line)
+
+    async def handshake(self) -> None:
+        await self.send(INITIALIZE)
+        assert (await self.receive())["id"] == 1
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def echo(self, request_id: Any, text: str = "x") -> dict[str, Any]:
+        await self.send(call(request_id, "echo", {"text": text}))
+        return await self.receive()
+
+
+def call(request_id: Any, name: str, arguments: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+@pytest.fixture
+def app(app_probe):
+    app, _ = app_probe
+    cleanups: list[str] = []
+
+    @app.f.action("linger").describe("Report progress, then wait until cancelled.").handle
+    async def linger(input, ctx):
+        yield progress(1, "entered")
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleanups.append("linger")
+
+    app.cleanups = cleanups
+    return app
+
+
+@asynccontextmanager
+async def serving(app: Any, **options: Any) -> AsyncIterator[tuple[Peer, PipeConnection]]:
+    """A connection serving ``app`` on two fresh pipes; the peer closes its input on exit (if it has not left)."""
+    server_in, peer_out = os.pipe()
+    peer_in, server_out = os.pipe()
+    for fd in (server_in, server_out, peer_out):
+        os.set_blocking(fd, False)
+    connection = PipeConnection(mcp_server(app), server_in, server_out, **options)
+    peer = Peer(peer_out, peer_in)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(connection.run)
+            yield peer, connection
+            os.close(peer_out)
+            peer_out = -1
+            with anyio.fail_after(15):  # end of input ends the connection: nothing hangs
+                await connection.finished.wait()
+    finally:
+        for fd in (server_in, server_out, peer_out, peer.from_server):
+            if fd >= 0:
+                os.close(fd)
+
+
+async def test_garbage_lines_get_one_error_line_each_and_the_connection_serves_on(app):
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        garbage = [
+            (b"not json at all", -32700, None),
+            (b"\xff\xfe", -32700, None),
+            (b"[1, 2]", -32600, None),
+            (b'"tools/call"', -32600, None),
+            (b'{"jsonrpc": "1.0", "id": 5, "method": "tools/list"}', -32600, 5),
+            (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', -32600, None),
+            (b'{"jsonrpc": "2.0", "id": 6, "method": 5}', -32600, 6),
+            (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": [1]}', -32600, 7),
+            (b'{"jsonrpc": "2.0"}', -32600, None),
+        ]
+        for line, code, request_id in garbage:
+            await peer.write(line + b"\n")
+            reply = await peer.receive()
+            assert reply["id"] == request_id and reply["error"]["code"] == code, (line, reply)
+            message = reply["error"]["message"]
+            assert len(message) < 200 and "Traceback" not in message, message
+        await peer.write(b"\n   \n")  # blank lines are skipped silently
+        assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
+
+
+async def test_a_huge_line_is_skipped_with_one_error_line_for_its_id(app):
+    async with serving(app, max_line_bytes=64 * 1024) as (peer, connection):
+        await peer.handshake()
+        await peer.send(call("big", "echo", {"text": "y" * 1_000_000}))
+        reply = await peer.receive()
+        assert reply["id"] == "big" and reply["error"]["code"] == -32600
+        assert "Request too large" in reply["error"]["message"] and "65,536" in reply["error"]["message"]
+        # the id at the end, as the TypeScript SDK writes it
+        tail_id = {"method": "tools/call", "params": {"name": "echo", "arguments": {"text": "z" * 200_000}}}
+        await peer.write(json.dumps({**tail_id, "jsonrpc": "2.0", "id": 41}).encode() + b"\n")
+        assert (await peer.receive())["id"] == 41
+        assert connection.reader.buffered < 64 * 1024 + 65536
+        assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
+
+
+async def test_end_of_input_mid_call_runs_the_cleanup_and_ends_the_connection(app):
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        await peer.send(call(2, "linger", progressToken="p"))
+        assert (await peer.receive())["method"] == "notifications/progress"
+    assert app.cleanups == ["linger"]
+    assert connection.finished.is_set() and not connection.client_gone
+
+
+async def test_a_cancel_and_an_answer_interleaved_each_settle_once(app):
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        await peer.send(call(2, "linger", progressToken="p"))
+        assert (await peer.receive())["method"] == "notifications/progress"
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+        late = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+        # cancel the lingering call, pipeline a quick one, then cancel the quick one after it was sent
+        await peer.write(b"".join(json.dumps(m).encode() + b"\n" for m in (cancel, call(3, "echo", {"text": "q"}))))
+        await peer.send(late)
+        await peer.send(call(4, "echo", {"text": "last"}))
+        replies = [await peer.receive()]
+        while replies[-1].get("id") != 4:
+            replies.append(await peer.receive())
+        with anyio.fail_after(10):
+            while app.cleanups != ["linger"]:
+                await anyio.sleep(0.01)
+        ids = [reply["id"] for reply in replies]
+        assert 2 not in ids  # a cancelled call is never answered
+        assert ids[-1] == 4 and ids.count(3) <= 1  # the quick call: answered once, or (cancelled in time) never
+
+
+async def test_a_peer_that_stops_reading_holds_the_server_bounded_until_it_leaves(app):
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        listing = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}).encode() + b"\n"
+        sent = 0
+        with anyio.move_on_after(3):  # the server stops reading once its replies back up: our writes block
+            while sent < 20_000:
+                await peer.write(listing)
+                sent += 1
+        assert sent < 20_000, "the server kept reading for a peer that reads nothing"
+        assert connection.writer.waiting < 4 * 1024 * 1024
+        os.close(peer.from_server)  # the peer goes away: the next write breaks the pipe
+        peer.from_server = -1
+        with anyio.fail_after(10):
+            await connection.finished.wait()
+        assert connection.client_gone
