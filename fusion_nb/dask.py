@@ -468,8 +468,12 @@ class DaskWork:
         ok, value = outcome
         if ok:
             return value
-        if value is None:  # (only an aborted drive ends without a value)
-            raise asyncio.CancelledError()
+        if value is None:  # the drive was cancelled, but not by this call: the client's loop is closing
+            raise _unavailable(
+                self._ctx.tool.name,
+                "its Dask client closed while it ran this call",
+                "Start the cluster and the client again, then retry.",
+            )
         if isinstance(value, concurrent.futures.CancelledError):  # not by us: the cluster's doing
             gone = getattr(value, "reason", "") == "scheduler-connection-lost" or self._client.status != "running"
             raise _unavailable(

@@ -29,8 +29,9 @@ def report_then_wait(task: DaskTask, go: str) -> str:
     return "done"
 
 
-def many_reports(task: DaskTask, count: int) -> int:
-    """Reports ``count`` times in a tight loop, going backwards every other time."""
+def many_reports(task: DaskTask, text: str) -> int:
+    """Reports ``int(text)`` times in a tight loop, going backwards every other time."""
+    count = int(text)
     for i in range(count):
         task.report(i, count, f"step {i}")
         task.report(max(0, i - 5), count)  # lower: dropped on the worker

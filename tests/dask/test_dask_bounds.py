@@ -120,3 +120,11 @@ def test_without_distributed_the_import_names_the_extra():
     assert done.stdout.strip() == (
         "fusion_nb.dask needs Dask's distributed scheduler, which is not installed: pip install 'fusion-nb[dask]'."
     )
+
+
+def test_a_bad_total_is_one_sentence():
+    task = fnb_dask.DaskTask("key", "topic")  # (off a worker: reports go nowhere)
+    with pytest.raises(ValueError, match=r"^task.report\(\): total must be a positive number, got 0.$"):
+        task.report(1, 0)
+    task.report(50)  # a percentage
+    assert not task.stopped()

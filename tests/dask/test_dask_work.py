@@ -24,18 +24,29 @@ from fusion_nb.mcp import mcp_server
 pytestmark = pytest.mark.anyio
 
 
-def on_dask_tool(app: Fusion, client: distributed.Client, fn: Any, name: str = "work") -> None:
-    """A tool whose body runs ``fn(task, *args)`` on Dask, forwarding its progress and returning its result."""
+def on_dask_tool(
+    app: Fusion,
+    client: distributed.Client,
+    fn: Any,
+    name: str = "work",
+    timeout: float | None = None,
+    jobs: list[fnb_dask.DaskWork] | None = None,
+) -> None:
+    """A tool whose body runs ``fn(task, *args)`` on Dask, forwarding its progress and returning its result.
 
-    @(
-        app.f.action(name)
-        .with_string("a", "first argument", optional=True)
-        .with_string("b", "second argument", optional=True)
-        .handle
-    )
+    Its string arguments ``a`` and ``b`` (optional) are ``fn``'s; ``jobs`` collects each call's ``DaskWork``.
+    """
+    builder = app.f.action(name).with_string("a", "first argument", optional=True)
+    builder = builder.with_string("b", "second argument", optional=True)
+    if timeout is not None:
+        builder = builder.timeout(timeout)
+
+    @builder.handle
     async def work(input, ctx):
         args = [value for value in (input.a, input.b) if value is not None]
         job = fnb_dask.run(ctx, fn, *args, client=client)
+        if jobs is not None:
+            jobs.append(job)
         async for event in job:
             yield event
         yield respond(await job)
@@ -97,16 +108,9 @@ async def test_progress_arrives_while_the_function_runs(app, dask_client):
 
 async def test_progress_is_coalesced_and_only_increases(app, dask_client):
     seen: list[float] = []
-
-    @app.f.action("reports").with_integer("count", "how many").handle
-    async def reports(input, ctx):
-        job = fnb_dask.run(ctx, many_reports, input.count, client=dask_client)
-        async for event in job:
-            yield event
-        yield respond(await job)
-
+    on_dask_tool(app, dask_client, many_reports)
     with anyio.fail_after(30):
-        result = await app.call("reports", {"count": 5000}, on_progress=lambda e: seen.append(e.percent))
+        result = await app.call("work", {"a": "5000"}, on_progress=lambda e: seen.append(e.percent))
     assert result.value == 5000
     assert seen[-1] == 100
     assert len(seen) < 500, f"{len(seen)} progress events for 10,000 reports"
@@ -128,19 +132,22 @@ async def test_abort_stops_a_cooperative_function_within_a_second(app, dask_clie
     await event_forget(dask_client, ended)
 
 
+async def test_a_timeout_stops_a_cooperative_function_and_settles_timeout(app, dask_client):
+    (ended,) = names("ended")
+    on_dask_tool(app, dask_client, cooperative, timeout=1.0)
+    with anyio.fail_after(30):
+        result = await app.call("work", {"a": ended})
+    assert result.error is not None and result.error.code == "TIMEOUT"
+    assert await event_wait(dask_client, ended, 2.0), "the timeout did not stop the function"
+    await event_forget(dask_client, ended)
+
+
 async def test_abort_cancels_the_dask_future(app, dask_client):
     """The abort cancels the Dask future (the function, which never checks the stop, still runs)."""
     release, ended = names("release", "ended")
     jobs: list[fnb_dask.DaskWork] = []
-
-    @app.f.action("keyed").with_string("release", "event").with_string("ended", "event").handle
-    async def keyed(input, ctx):
-        job = fnb_dask.run(ctx, stubborn, input.release, input.ended, client=dask_client)
-        jobs.append(job)
-        async for event in job:
-            yield event
-
-    call, _ = await running(app, "keyed", {"release": release, "ended": ended})
+    on_dask_tool(app, dask_client, stubborn, jobs=jobs)
+    call, _ = await running(app, "work", {"a": release, "b": ended})
     (job,) = jobs
     processing = await anyio.to_thread.run_sync(dask_client.processing)
     assert [tuple(keys) for keys in processing.values()] == [(job.key,)]
