@@ -290,7 +290,8 @@ class DaskWork:
         self._pending: ProgressEvent | None = None
         self._woken = False
         self._outcome: tuple[bool, Any] | None = None
-        self._driver: Any = None  # the drive task on the client's loop (an asyncio or concurrent future)
+        self._client_loop: Any = None
+        self._driver: asyncio.Task[None] | None = None  # the drive task, on the client's loop
         self._topic: _Topic | None = None
         #: True once an abort has cancelled the Dask future (the scheduler took the cancel)
         self.cancelled = False
@@ -336,38 +337,55 @@ class DaskWork:
             topic = _topics[client] = _Topic(client)
         self._topic = topic
         topic.runs[self.key] = self
-        client_loop = client.loop.asyncio_loop
-        if client_loop is loop:
-            self._driver = loop.create_task(self._drive(topic.name), name=f"fusion-nb dask {self.key}")
-        else:
-            self._driver = asyncio.run_coroutine_threadsafe(self._drive(topic.name), client_loop)
+        self._client_loop = client.loop.asyncio_loop
+        self._call_on_client_loop(self._spawn_drive)
+
+    def _call_on_client_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the client's loop (the tool's own, or another thread's), in the order asked."""
+        self._client_loop.call_soon_threadsafe(fn)
+
+    def _spawn_drive(self) -> None:
+        """On the client's loop: start the drive task; whatever becomes of it, ``_drive_done`` follows."""
+        assert self._topic is not None
+        task = self._driver = self._client_loop.create_task(
+            self._drive(self._topic.name), name=f"fusion-nb dask {self.key}"
+        )
+        task.add_done_callback(self._drive_done)
+
+    def _cancel_drive(self) -> None:
+        """On the client's loop (always after ``_spawn_drive``): cancel the drive, started or not."""
+        if self._driver is not None:
+            self._driver.cancel()
+
+    def _drive_done(self, task: asyncio.Task[None]) -> None:
+        """On the client's loop: the drive has ended (also when it was cancelled before its first step)."""
+        self._driver = None
+        if self._topic is not None:
+            self._topic.runs.pop(self.key, None)
+        if self._outcome is None:
+            self._outcome = (False, None)
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # (the tool's loop has closed: nobody waits)
+            self._loop.call_soon_threadsafe(self._finish)
 
     async def _drive(self, topic: str) -> None:
         """On the client's loop: submit, wait, and on cancellation cancel the future and stop the task."""
         client = self._client
-        outcome: tuple[bool, Any]
         try:
             future = client.submit(
                 _run_task, self._fn, DaskTask(self.key, topic), self._args, self._kwargs, key=self.key, pure=False
             )
             try:
-                outcome = (True, await future)
+                self._outcome = (True, await future)
             except asyncio.CancelledError:
                 await self._stop_on_cluster(future)
                 raise
             finally:
                 future.release()  # the key leaves the cluster now, not when the last reference goes
         except asyncio.CancelledError:
-            outcome = (False, None)
+            self._outcome = (False, None)
         except Exception as exc:
-            outcome = (False, exc)
-        finally:
-            if self._topic is not None:
-                self._topic.runs.pop(self.key, None)
-        self._outcome = outcome
-        assert self._loop is not None
-        with contextlib.suppress(RuntimeError):  # (the tool's loop has closed: nobody waits)
-            self._loop.call_soon_threadsafe(self._finish)
+            self._outcome = (False, exc)
 
     async def _stop_on_cluster(self, future: Any) -> None:
         """Cancel the future (it never starts if it had not) and ask the workers to stop it (it may run)."""
@@ -454,11 +472,8 @@ class DaskWork:
         ended = self._ended
         if ended is None or ended.is_set():
             return
-        driver = self._driver
-        if isinstance(driver, concurrent.futures.Future):
-            driver.cancel()  # cancels the drive task on the client's loop
-        elif driver is not None:
-            driver.cancel()
+        with contextlib.suppress(RuntimeError):  # (the client's loop has closed: its drive has ended)
+            self._call_on_client_loop(self._cancel_drive)
         with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT + 1):
             await ended.wait()
 

@@ -6,6 +6,7 @@ The worker functions live in ``dask_work`` and coordinate with the tests through
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import time
@@ -130,6 +131,29 @@ async def test_abort_stops_a_cooperative_function_within_a_second(app, dask_clie
     with anyio.fail_after(10):
         await call.wait_stopped()
     await event_forget(dask_client, ended)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["plain-client", "asynchronous-client"])
+async def test_an_abort_right_after_the_start_leaves_nothing_behind(app, dask_client, asynchronous):
+    """Aborts after 0 to 11 loop turns (before the body runs, before the drive or the task starts, while it
+    runs): each call settles CANCELLED and its body ends promptly, on either kind of client loop."""
+    async with contextlib.AsyncExitStack() as stack:
+        client = dask_client
+        if asynchronous:
+            address = dask_client.scheduler.address
+            client = await stack.enter_async_context(distributed.Client(address, asynchronous=True))
+        on_dask_tool(app, client, cooperative)
+        for turns in range(12):
+            (ended,) = names("ended")
+            call = app.start("work", {"a": ended})
+            for _ in range(turns):
+                await anyio.sleep(0)
+            call.cancel()
+            assert call.result is not None and call.result.error is not None
+            assert call.result.error.code == "CANCELLED"
+            with anyio.fail_after(fnb_dask.STOP_TIMEOUT / 2):  # not the stop's own timeout: the drive ended
+                await call.wait_stopped()
+            await event_forget(dask_client, ended)
 
 
 async def test_a_timeout_stops_a_cooperative_function_and_settles_timeout(app, dask_client):
