@@ -272,6 +272,9 @@ class DaskWork:
     body and they reach the caller and the bar like the tool's own); it ends when the
     function has returned, raising its exception if it failed. Awaiting returns the
     function's result (or raises). Cancelling either (the call's abort) stops the work.
+    A body that leaves the ``async for`` early should ``await`` the work (or let the call
+    end): the work goes on until then. ``key`` is the Dask task's key; ``cancelled`` is True
+    once an abort has cancelled its future.
     """
 
     def __init__(

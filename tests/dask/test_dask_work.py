@@ -17,6 +17,7 @@ import anyio
 import distributed
 import pytest
 from dask_work import cooperative, fails, many_reports, report_then_wait, stubborn
+from mcp import Client
 
 from fusion_nb import Call, Fusion, ProgressEvent, respond
 from fusion_nb import dask as fnb_dask
@@ -280,7 +281,6 @@ async def test_through_mcp_progress_result_and_cancel_by_the_client(app, dask_cl
     go, ended = names("go", "ended")
     on_dask_tool(app, dask_client, report_then_wait)
     on_dask_tool(app, dask_client, cooperative, name="forever")
-    from mcp import Client
 
     seen: list[float] = []
     first = anyio.Event()
