@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import distributed
 import pytest
+from dask_work import rendezvous
 
 from fusion_nb import Fusion
 
@@ -32,13 +34,6 @@ def scheduler_task_count(dask_scheduler: Any) -> int:
     return len(dask_scheduler.tasks)
 
 
-def rendezvous(mine: str, other: str) -> None:
-    """Run as two tasks at once: each waits for the other, so both of the worker's threads run."""
-    distributed.Event(mine).set()
-    if not distributed.Event(other).wait(timeout=30):
-        raise TimeoutError("the other warm-up task never ran")
-
-
 @pytest.fixture(scope="module", params=KINDS)
 def dask_client(request: pytest.FixtureRequest) -> Iterator[distributed.Client]:
     """A plain (synchronous) client on a small LocalCluster: its own loop thread, as in a notebook."""
@@ -52,8 +47,12 @@ def dask_client(request: pytest.FixtureRequest) -> Iterator[distributed.Client]:
         distributed.Client(cluster) as client,
     ):
         # Warm up: both worker threads started (the pool starts them lazily) and the client's comms open.
-        client.gather(client.map(rendezvous, ["warm-a", "warm-b"], ["warm-b", "warm-a"], pure=False))
-        for name in ("warm-a", "warm-b"):
+        a, b = (f"warm-{side}-{uuid.uuid4().hex[:8]}" for side in "ab")
+        warm = client.map(rendezvous, [a, b], [b, a], pure=False)
+        distributed.wait(warm, timeout=90)  # (a cluster that cannot run two tasks fails here, not by hanging)
+        client.gather(warm)
+        del warm
+        for name in (a, b):
             distributed.Event(name, client=client).clear()
         yield client
 

@@ -16,8 +16,11 @@ from fusion_nb.dask import DaskTask
 PATIENCE = 60
 
 
-def add_one(task: DaskTask, x: int) -> int:
-    return x + 1
+def rendezvous(mine: str, other: str) -> None:
+    """Run as two tasks at once: each waits for the other, so both of the worker's threads run."""
+    Event(mine).set()
+    if not Event(other).wait(timeout=PATIENCE):
+        raise TimeoutError("the other warm-up task never ran")
 
 
 def report_then_wait(task: DaskTask, go: str) -> str:
@@ -74,11 +77,3 @@ def sleeps(task: DaskTask, seconds: float) -> str:
     task.report(1, message="sleeping")
     time.sleep(seconds)
     return "woke up"
-
-
-def trivial(task: DaskTask) -> int:
-    return 1
-
-
-def trivial_plain() -> int:
-    return 1
