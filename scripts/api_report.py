@@ -36,7 +36,14 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC_MODULES = ("fusion_nb", "fusion_nb.engine", "fusion_nb.mcp", "fusion_nb.notebook", "fusion_nb.widgets")
+PUBLIC_MODULES = (
+    "fusion_nb",
+    "fusion_nb.engine",
+    "fusion_nb.mcp",
+    "fusion_nb.notebook",
+    "fusion_nb.widgets",
+    "fusion_nb.dask",
+)
 OWN_PACKAGE = "fusion_nb"
 ANY = re.compile(r"\bAny\b")
 

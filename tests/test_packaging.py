@@ -26,6 +26,9 @@ UNDECLARED_ON_PURPOSE = {
     "trio": "imported only when the caller is already running trio (engine background tasks)",
 }
 
+# A module that needs an optional extra: its imports must be declared in that extra (and only it imports them).
+EXTRA_MODULES = {"fusion_nb/dask.py": "dask"}
+
 
 def pyproject() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -53,13 +56,21 @@ def normalise(name: str) -> str:
 
 
 def test_every_third_party_import_of_the_library_is_a_declared_dependency() -> None:
-    declared = {normalise(Requirement(line).name) for line in pyproject()["project"]["dependencies"]}
+    project = pyproject()["project"]
+    declared = {normalise(Requirement(line).name) for line in project["dependencies"]}
+    extras = {
+        extra: {normalise(Requirement(line).name) for line in lines}
+        for extra, lines in project["optional-dependencies"].items()
+    }
     distributions = importlib.metadata.packages_distributions()
     undeclared = {}
     for name, files in imported_top_level_names().items():
         if name in sys.stdlib_module_names or name == "fusion_nb" or name in UNDECLARED_ON_PURPOSE:
             continue
         providers = {normalise(d) for d in distributions.get(name, [name])}
+        needing = {EXTRA_MODULES.get(file) for file in files}
+        if None not in needing and all(providers & extras[extra] for extra in needing if extra):
+            continue  # imported only by modules of extras that declare it
         if not providers & declared:
             undeclared[name] = sorted(files)
     assert not undeclared, f"imported but not in [project] dependencies: {undeclared}"
