@@ -37,7 +37,7 @@ from ._interactive import (
     require_input,
 )
 from ._middleware import Middleware
-from ._present import present
+from ._present import Presented, RichPresenter, present, use_presenter
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
@@ -74,8 +74,10 @@ __all__ = [
     "InputResponse",
     "Middleware",
     "NoChannel",
+    "Presented",
     "ProgressEvent",
     "Respond",
+    "RichPresenter",
     "ScriptedAnswers",
     "Tool",
     "ToolBuilder",
@@ -92,5 +94,6 @@ __all__ = [
     "require_input",
     "respond",
     "spawn",
+    "use_presenter",
     "validate_form",
 ]

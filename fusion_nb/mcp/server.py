@@ -35,6 +35,7 @@ from .elicitation import (
 )
 from .limits import OncePerInterval
 from .progress import ProgressPump, wants_progress
+from .rich import install_default
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
@@ -132,6 +133,7 @@ def mcp_server(
     one call; ``telemetry=True`` keeps the SDK's OpenTelemetry middleware (it costs
     roughly a fifth of a trivial call).
     """
+    install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
     listing: list[types.ListToolsResult | None] = [None]  # cached until the registry changes
 
     async def list_tools(
