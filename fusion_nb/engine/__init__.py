@@ -10,6 +10,7 @@ from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
+from ._catalog import Catalog, CatalogChange, Prompt, Resource
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
 from ._context import Context
 from ._errors import (
@@ -37,7 +38,7 @@ from ._interactive import (
     require_input,
 )
 from ._middleware import Middleware
-from ._present import Presented, RichPresenter, present, use_presenter
+from ._present import Presented, RichPresenter, image_type, present, use_presenter
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
@@ -64,6 +65,8 @@ __all__ = [
     "Call",
     "CallResult",
     "CallStatus",
+    "Catalog",
+    "CatalogChange",
     "Context",
     "DeferToClient",
     "EngineStats",
@@ -76,6 +79,8 @@ __all__ = [
     "NoChannel",
     "Presented",
     "ProgressEvent",
+    "Prompt",
+    "Resource",
     "Respond",
     "RichPresenter",
     "ScriptedAnswers",
@@ -86,6 +91,7 @@ __all__ = [
     "fields_from_schema",
     "form_schema",
     "gating_calls",
+    "image_type",
     "input_response",
     "present",
     "progress",

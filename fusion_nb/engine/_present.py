@@ -45,6 +45,7 @@ _IMAGE_MAGIC = (
 
 
 def image_type(data: bytes) -> str | None:
+    """The image mime type ``data`` starts with (PNG, JPEG, GIF, WebP), else ``None``."""
     for magic, mime in _IMAGE_MAGIC:
         if data.startswith(magic):
             return mime

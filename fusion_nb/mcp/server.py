@@ -23,6 +23,7 @@ from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import App
+from .catalog import serve_catalog
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
@@ -229,6 +230,7 @@ def mcp_server(
         listing[0] = None
 
     _listen_weakly(app, server, invalidate, notifier.changed)
+    serve_catalog(server, app, notifier.bus)  # resources/* and prompts/* (their changes on the same bus)
     return server
 
 
