@@ -42,6 +42,7 @@ from .cell_compiler import python_name
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
+from .shared import SharedVariables
 from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
 
@@ -112,6 +113,8 @@ class Host:
         # typing into a form while its cell awaits: every keystroke must reach the kernel
         self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
         # what the notebook would show, the agent gets: IPython's formatters (a type registered only here too)
+        #: ``%fusion share NAME``: variables served as ``nb://vars/NAME``
+        self.shared = SharedVariables(app, shell.user_ns)
         self._undo_presenter = use_presenter(Presenter(ipython_bundle(formatter)))
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
@@ -161,6 +164,7 @@ class Host:
         self.cell_task = None
         if self.interrupts is not None:
             self.interrupts.cell_finished()
+        self.shared.after_cell()
 
     def _parent_id(self) -> str | None:
         if self.kernel is None:

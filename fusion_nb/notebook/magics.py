@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..engine import ToolBuilder
+from ..engine import Catalog, ToolBuilder
 from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
@@ -71,6 +71,25 @@ class FusionMagics(Magics):
         self._shell.user_ns[python_name(tool.name)] = bound
         return self.host.card(bound)
 
+    @cell_magic
+    def fusion_prompt(self, line: str, cell: str) -> None:
+        """Define an MCP prompt from this cell: ``%%fusion_prompt NAME``, then the prompt's text.
+
+        A leading triple-quoted docstring is the description; each ``{placeholder}`` in the
+        text is a (required) argument the client fills in (``{{`` and ``}}`` are literal braces).
+        """
+        name = line.strip()
+        if not _PLAIN_NAME.fullmatch(name):
+            raise UsageError("%%fusion_prompt needs a prompt name, e.g. %%fusion_prompt summarize")
+        description, text = prompt_cell(cell)
+        try:
+            self.host.app.prompt(name, text, description=description)
+        except ValueError as exc:
+            raise UsageError(f"%%fusion_prompt {name}: the text is not a valid template ({exc})") from None
+        prompt = self.host.app.catalog.prompt(name)
+        arguments = ", ".join(name for name, _required in prompt.arguments) if prompt else ""
+        print(f"Prompt {name}({arguments}) is served with the tools.")
+
     def _builder(self, header: str) -> ToolBuilder:
         if _PLAIN_NAME.fullmatch(header):
             return self.host.app.f.action(header)
@@ -103,11 +122,16 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "inspect", "help"],
-        help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; "
-        "inspect what an agent sees; help",
+        choices=["list", "serve", "stop", "status", "inspect", "share", "unshare", "help"],
+        help="list the tools, resources and prompts; serve them over MCP (Streamable HTTP); stop serving; "
+        "show status; inspect what an agent sees; share a variable as nb://vars/NAME; unshare it; help",
     )
-    @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
+    @argument(
+        "tool",
+        nargs="?",
+        default=None,
+        help="inspect: only this tool (its definition and its traffic); share/unshare: the variable's name",
+    )
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
     @argument("--port", type=int, default=0, help="port to bind (default: a free one, new on every serve)")
     @argument(
@@ -126,6 +150,14 @@ class FusionMagics(Magics):
     def fusion(self, line: str) -> Any:
         """Manage the fusion-nb tools of this kernel: %fusion list | serve | stop | status | inspect [TOOL] | help."""
         args = parse_argstring(self.fusion, line)
+        if args.command in ("share", "unshare"):
+            if args.tool is None:
+                raise UsageError(f"%fusion {args.command} needs a variable name, e.g. %fusion {args.command} df")
+            try:
+                print(getattr(self.host.shared, args.command)(args.tool))
+            except KeyError as exc:
+                raise UsageError(exc.args[0]) from None
+            return None
         if args.tool is not None and args.command != "inspect":
             raise UsageError(f"%fusion {args.command} takes no tool name (only %fusion inspect TOOL does)")
         if args.command == "list":
@@ -134,6 +166,8 @@ class FusionMagics(Magics):
                 print("No tools yet: define one with %%fusion_tool <name>.")
             for tool in tools:
                 print(describe_tool(tool))
+            for line in catalog_lines(self.host.app.catalog):
+                print(line)
             return None
         if args.command == "serve":
             return self.host.serve(
@@ -148,6 +182,27 @@ class FusionMagics(Magics):
             return self.host.inspect(args.tool)
         print(usage(self.fusion.parser.format_help()))  # type: ignore[union-attr]  # magic_arguments adds .parser
         return None
+
+
+def prompt_cell(cell: str) -> tuple[str | None, str]:
+    """A prompt cell's description (its leading docstring, if any) and its text."""
+    body = cell.strip()
+    for quote in ('"""', "'''"):
+        if body.startswith(quote):
+            end = body.find(quote, 3)
+            if end > 0:
+                return body[3:end].strip() or None, body[end + 3 :].strip()
+    return None, body
+
+
+def catalog_lines(catalog: Catalog) -> list[str]:
+    """The resources, templates and prompts an agent can use, one line each (``%fusion list``, ``check``)."""
+    lines = [f"resource {r.uri}" + (f": {r.description}" if r.description else "") for r in catalog.resources]
+    lines += [f"template {r.uri}" + (f": {r.description}" if r.description else "") for r in catalog.templates]
+    for prompt in catalog.prompts:
+        arguments = ", ".join(name if required else f"{name}?" for name, required in prompt.arguments)
+        lines.append(f"prompt   {prompt.name}({arguments})" + (f": {prompt.description}" if prompt.description else ""))
+    return lines
 
 
 def usage(help_text: str) -> str:
