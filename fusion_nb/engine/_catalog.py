@@ -153,6 +153,16 @@ class Catalog:
         """The prompt ``name``, or ``None``."""
         return self._prompts.get(name)
 
+    def describe(self) -> list[str]:
+        """The resources, templates and prompts, one line each (``%fusion list``, ``fusion-nb check``)."""
+        lines = [f"resource {r.uri}" + (f": {r.description}" if r.description else "") for r in self.resources]
+        lines += [f"template {r.uri}" + (f": {r.description}" if r.description else "") for r in self.templates]
+        for prompt in self.prompts:
+            arguments = ", ".join(name if required else f"{name}?" for name, required in prompt.arguments)
+            described = f": {prompt.description}" if prompt.description else ""
+            lines.append(f"prompt   {prompt.name}({arguments}){described}")
+        return lines
+
     # -- listeners --------------------------------------------------------------------
     def on_change(self, listener: Callable[[CatalogChange], None]) -> Callable[[], None]:
         """Call ``listener(change)`` on every change; the returned function stops it."""

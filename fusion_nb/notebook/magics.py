@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..engine import Catalog, ToolBuilder
+from ..engine import ToolBuilder
 from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
@@ -166,7 +166,7 @@ class FusionMagics(Magics):
                 print("No tools yet: define one with %%fusion_tool <name>.")
             for tool in tools:
                 print(describe_tool(tool))
-            for line in catalog_lines(self.host.app.catalog):
+            for line in self.host.app.catalog.describe():
                 print(line)
             return None
         if args.command == "serve":
@@ -193,16 +193,6 @@ def prompt_cell(cell: str) -> tuple[str | None, str]:
             if end > 0:
                 return body[3:end].strip() or None, body[end + 3 :].strip()
     return None, body
-
-
-def catalog_lines(catalog: Catalog) -> list[str]:
-    """The resources, templates and prompts an agent can use, one line each (``%fusion list``, ``check``)."""
-    lines = [f"resource {r.uri}" + (f": {r.description}" if r.description else "") for r in catalog.resources]
-    lines += [f"template {r.uri}" + (f": {r.description}" if r.description else "") for r in catalog.templates]
-    for prompt in catalog.prompts:
-        arguments = ", ".join(name if required else f"{name}?" for name, required in prompt.arguments)
-        lines.append(f"prompt   {prompt.name}({arguments})" + (f": {prompt.description}" if prompt.description else ""))
-    return lines
 
 
 def usage(help_text: str) -> str:
