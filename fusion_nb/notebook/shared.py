@@ -37,13 +37,15 @@ class SharedVariables:
         self.app = app
         self.namespace = namespace
         self.shared: dict[str, tuple[Any, ...]] = {}
-        description = "A variable this notebook shares (%fusion share NAME), read live."
-        app.resource(TEMPLATE, name="notebook variable", description=description)(self._read)
 
     def share(self, name: str) -> str:
         """Serve ``name``; the sentence to print."""
         if name not in self.namespace:
             raise KeyError(f"{name!r} is not defined in this notebook; assign it first, then %fusion share {name}.")
+        if not self.shared and TEMPLATE not in [r.uri for r in self.app.catalog.templates]:
+            # offered once something is shared: a notebook sharing nothing lists no resources
+            description = "A variable this notebook shares (%fusion share NAME), read live."
+            self.app.resource(TEMPLATE, name="notebook variable", description=description)(self._read)
         self.shared[name] = fingerprint(self.namespace[name])
         description = f"The notebook variable {name}, read live."
         self.app.resource(PREFIX + name, name=name, description=description)(lambda: self._read(name))
