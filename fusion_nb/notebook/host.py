@@ -362,6 +362,9 @@ class Host:
         def definitions() -> list[dict[str, Any]]:
             return [tool_definition(t) for t in self.app.tools]
 
+        offered = self.app.catalog.describe() if tool is None else []
+        if offered:  # what an agent can read and ask for, besides the tools
+            print("\n".join(offered))
         if has_widget_frontend():
             from fusion_nb.widgets import InspectorView
 

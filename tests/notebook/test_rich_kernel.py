@@ -103,4 +103,5 @@ async def test_a_prompt_cell_round_trips(kernel):
                 await client.get_prompt("review", {"function": "f"})
             assert "needs the argument 'concern'" in str(missing.value)
     assert "prompt   review(function, concern): Review a function." in (await kernel.run("%fusion list")).stdout
+    assert "prompt   review(function, concern)" in (await kernel.run("%fusion inspect")).stdout
     await kernel.run("%fusion stop")
