@@ -165,3 +165,15 @@ def test_no_sdk_private_is_reached_outside_the_compat_module():
             elif isinstance(node, ast.Constant) and node.value in PRIVATE_ATTRIBUTES:
                 offenders.append(f"{where}:{node.lineno} names {node.value!r}")
     assert offenders == [], "SDK privates outside fusion_nb/mcp/_sdk.py: " + "; ".join(offenders)
+
+
+def test_the_names_resources_and_prompts_use_keep_their_shape():
+    """fusion_nb.mcp.catalog publishes these events and sends resources/updated through the session."""
+    import inspect
+
+    from mcp.server.session import ServerSession
+    from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+
+    assert ResourceUpdated(uri="nb://vars/df").uri == "nb://vars/df"
+    assert PromptsListChanged() == PromptsListChanged() and ResourcesListChanged() == ResourcesListChanged()
+    assert list(inspect.signature(ServerSession.send_resource_updated).parameters)[:2] == ["self", "uri"]
