@@ -24,6 +24,7 @@ LIBRARY = (ROOT / "fusion_nb", ROOT / "widgets")
 # Imported by the library without being a dependency, each for a reason:
 UNDECLARED_ON_PURPOSE = {
     "trio": "imported only when the caller is already running trio (engine background tasks)",
+    "PIL": "the optional `data` extra: imported only to downscale a raster image (else it is passed or described)",
 }
 
 # A module that needs an optional extra: its imports must be declared in that extra (and only it imports them).

@@ -52,7 +52,7 @@ import ipywidgets as w
 
 from fusion_nb.engine import Call, CallResult
 
-from .call_view import traceback_html
+from .call_view import images_html, traceback_html
 from .closing import close_parts, close_tree
 from .coalesce import Coalescer
 from .status import (
@@ -440,9 +440,18 @@ def outcome_text(result: CallResult | None) -> str:
         return "input required: the client answers by calling again"
     shown: Any = result.structured_content
     if shown is None:
-        shown = [block.get("text", block) if isinstance(block, dict) else block for block in result.content or []]
+        shown = [_block_text(block) for block in result.content or []]
     text = shown if isinstance(shown, str) else json.dumps(shown, indent=1, default=repr, ensure_ascii=False)
     return shorten(text, DETAIL_LIMIT)
+
+
+def _block_text(block: Any) -> Any:
+    """A content block as the row's text: its text, or what it is (an image is drawn below, not spelled out)."""
+    if not isinstance(block, dict):
+        return block
+    if block.get("type") == "image":
+        return f"[{block.get('mimeType')} image, {len(block.get('data', '')) * 3 // 4} bytes]"
+    return block.get("text", block)
 
 
 def recent_html(row: Row) -> str:
@@ -460,7 +469,7 @@ def recent_html(row: Row) -> str:
     if row.ended is not None and row.call.result is not None and row.call.result.input_required is not None:
         line += " · waiting for the client's answer"
     outcome = escape(outcome_text(result))
-    crash = traceback_html(result) if result is not None else ""
+    crash = traceback_html(result) + images_html(result) if result is not None else ""
     return (
         f'<details style="color:{TEXT}"><summary style="white-space:nowrap;overflow:hidden;'
         f'text-overflow:ellipsis">{line}</summary>'

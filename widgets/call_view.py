@@ -122,7 +122,7 @@ class CallView(w.VBox):
             # and a cell that awaits the call shows the error itself)
             below = self.error_below and self.call.status != "cancelled"
             shown = error_html(self.call.result) if below else ""
-            self.details.value = shown + traceback_html(self.call.result)
+            self.details.value = shown + traceback_html(self.call.result) + images_html(self.call.result)
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -226,6 +226,25 @@ class CallView(w.VBox):
 
 #: where fusion-nb's own frames live (the engine, the MCP layer, the host): not the person's code
 _FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(fusion_nb.engine.__file__)))
+
+
+_IMAGE_STYLE = "max-width:100%;max-height:320px"
+
+
+def images_html(result: CallResult) -> str:
+    """The images an agent received (a figure, a picture), drawn as it sees them; ``""`` when none.
+
+    The content is already bounded by the presenter (``fusion_nb.mcp.rich``), so what the
+    person sees here is exactly what went to the client, not the original value.
+    """
+    if result.is_error:
+        return ""
+    tags = [
+        f'<img src="data:{escape(block["mimeType"])};base64,{escape(str(block["data"]))}" style="{_IMAGE_STYLE}">'
+        for block in result.content
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+    return "".join(tags)
 
 
 def traceback_html(result: CallResult) -> str:

@@ -65,12 +65,15 @@ async def _check(args: argparse.Namespace) -> int:
         for tool in (loaded.app.tools if failed is None else [])
     ]
     config = stdio_config(args.source) if failed is None and tools else None
+    catalog = loaded.app.catalog.describe() if failed is None else []
     if args.json:
-        report_json = {"source": loaded.label, "ok": failed is None, "cells": cells, "tools": tools}
+        report_json = {"source": loaded.label, "ok": failed is None, "cells": cells, "tools": tools, "catalog": catalog}
         json.dump({**report_json, "client_config": config}, sys.stdout, indent=2)
         print()
     else:
         _print_text(loaded.label, cells, tools)
+        if catalog:
+            print(f"{len(catalog)} resource(s) and prompt(s):\n" + "\n".join(f"  {line}" for line in catalog))
         if config is not None:
             print(f"\n{STDIO_HEADING}:\n{json.dumps(config, indent=2)}")
     if failed is not None:

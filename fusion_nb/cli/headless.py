@@ -151,8 +151,16 @@ class _NoKernelServer:
         pass
 
 
-def _fusion_magic_noop(line: str) -> None:
-    """``%fusion ...`` does nothing headless: the service itself serves the tools."""
+def _fusion_magic_headless(real: Any) -> Any:
+    """``%fusion ...`` does nothing headless (the service itself serves the tools), except
+    ``share``/``unshare``: what a notebook shares is served headless too."""
+
+    def fusion(line: str) -> Any:
+        if line.split()[:1] in (["share"], ["unshare"]):
+            return real(line)
+        return None
+
+    return fusion
 
 
 def make_shell() -> Any:
@@ -170,7 +178,7 @@ def make_shell() -> Any:
     shell: Any = InteractiveShell.instance(config=config)
     with contextlib.redirect_stdout(io.StringIO()):
         shell.extension_manager.load_extension("fusion_nb")
-    shell.register_magic_function(_fusion_magic_noop, "line", "fusion")
+    shell.register_magic_function(_fusion_magic_headless(shell.find_line_magic("fusion")), "line", "fusion")
     return shell
 
 

@@ -11,6 +11,7 @@ from ._backends import Backend, Cancellable, Interruptible, current_backend
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
+from ._catalog import Catalog, CatalogChange, Prompt, Resource
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
 from ._context import Context
 from ._errors import (
@@ -39,7 +40,7 @@ from ._interactive import (
 )
 from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
-from ._present import present
+from ._present import Presented, RichPresenter, image_type, present, use_presenter
 from ._request import CallRequest
 from ._result import CallResult
 from ._signal import AbortSignal
@@ -71,6 +72,8 @@ __all__ = [
     "CallResult",
     "CallStatus",
     "Cancellable",
+    "Catalog",
+    "CatalogChange",
     "Context",
     "DeferToClient",
     "EngineStats",
@@ -83,8 +86,12 @@ __all__ = [
     "MemoryTaskStore",
     "Middleware",
     "NoChannel",
+    "Presented",
     "ProgressEvent",
+    "Prompt",
+    "Resource",
     "Respond",
+    "RichPresenter",
     "ScriptedAnswers",
     "Task",
     "TaskOptions",
@@ -100,6 +107,7 @@ __all__ = [
     "fields_from_schema",
     "form_schema",
     "gating_calls",
+    "image_type",
     "input_response",
     "present",
     "progress",
@@ -110,5 +118,6 @@ __all__ = [
     "spawn",
     "task_owner",
     "tasks_of",
+    "use_presenter",
     "validate_form",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 from ._background import Workers
 from ._builder import BuilderFactory
 from ._call import Call
+from ._catalog import Catalog, Prompt, Resource, placeholders, prompt_arguments, template_pattern
 from ._channel import InputChannel, NoChannel, ScriptedAnswers
 from ._errors import ToolError, internal_error, new_error_id, unknown_tool
 from ._interactive import InputRequest
@@ -87,6 +88,9 @@ class EngineStats:
         )
 
 
+_NOTHING: Any = object()  # ``app.resource(uri)`` without a value: used as a decorator
+
+
 class App:
     """An app: ``app.f`` builds tools, ``await app.call(name, args)`` runs them.
 
@@ -132,6 +136,8 @@ class App:
         self._ids = map(str, itertools.count(1))  # call ids "1", "2", ...: made as strings
         self._registry_listeners: list[Callable[[], None]] = []
         self._call_listeners: list[Callable[[Call], None]] = []
+        #: resources and prompts (``app.resource``, ``app.prompt``)
+        self.catalog = Catalog()
 
     @property
     def grace(self) -> float:
@@ -209,6 +215,54 @@ class App:
         for plan in self._plans.values():
             plan.compose(self._middleware)
         return self
+
+    # -- resources and prompts ----------------------------------------------------------
+    def resource(
+        self,
+        uri: str,
+        value: Any = _NOTHING,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Any:
+        """Offer a resource at ``uri``: ``app.resource(uri, value)``, or ``@app.resource(uri)`` over a function.
+
+        The function is called on every read (sync or async) and its answer presented like a
+        tool's (a DataFrame, a figure...). A ``uri`` with ``{placeholders}`` is a template:
+        the function gets each placeholder as a keyword argument (one path segment each).
+        """
+
+        def register(read: Callable[..., Any]) -> Callable[..., Any]:
+            doc = description if description is not None else (read.__doc__ or "").strip() or None
+            shown = name or getattr(read, "__name__", None) or uri
+            self.catalog.add_resource(Resource(uri, read, shown, doc, mime_type, template_pattern(uri)))
+            return read
+
+        if value is _NOTHING:
+            return register
+        self.catalog.add_resource(Resource(uri, lambda: value, name or uri, description, mime_type, None))
+        return value
+
+    def prompt(self, name: str, template: str | None = None, *, description: str | None = None) -> Any:
+        """Offer a prompt: ``app.prompt(name, "Explain {topic}")`` or ``@app.prompt(name)`` over a function.
+
+        A template's ``{placeholders}`` are its (required) arguments; a function's parameters
+        are (required unless they have a default), and it returns the text or a list of
+        ``{"role", "content"}`` messages.
+        """
+        if template is not None:
+            text = template
+            arguments = tuple((argument, True) for argument in placeholders(text))
+            self.catalog.add_prompt(Prompt(name, lambda **values: text.format(**values), description, arguments))
+            return None
+
+        def register(render: Callable[..., Any]) -> Callable[..., Any]:
+            doc = description if description is not None else (render.__doc__ or "").strip() or None
+            self.catalog.add_prompt(Prompt(name, render, doc, prompt_arguments(render)))
+            return render
+
+        return register
 
     def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
         """``listener()`` hears of every registration and removal; returns an unsubscribe function."""

@@ -4,9 +4,37 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+
+#: ``(content, structured_content)``, as ``present`` returns it
+Presented = tuple[list[dict[str, Any]], dict[str, Any] | None]
+#: presents a value the engine knows nothing about, or declines with ``None``
+RichPresenter = Callable[[Any], Presented | None]
+
+#: installed rich presenters, the latest last (it is asked first)
+_rich: list[RichPresenter] = []
+
+
+def use_presenter(presenter: RichPresenter) -> Callable[[], None]:
+    """Let ``presenter`` present the values the engine has no rule for; returns its removal.
+
+    The engine knows strings, models, JSON-like values and bytes; a figure, a table or an
+    object with ``_repr_*_`` methods needs a formatter that knows mime bundles, and that
+    lives outside the engine (``fusion_nb.mcp.rich``, or IPython's in a kernel). It is asked
+    only after those rules, so a quick ``str`` answer never pays for it. The latest
+    installed is asked first; one that returns ``None`` passes to the one before.
+    """
+    _rich.append(presenter)
+
+    def remove() -> None:
+        if presenter in _rich:
+            _rich.remove(presenter)
+
+    return remove
+
 
 _IMAGE_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -17,6 +45,7 @@ _IMAGE_MAGIC = (
 
 
 def image_type(data: bytes) -> str | None:
+    """The image mime type ``data`` starts with (PNG, JPEG, GIF, WebP), else ``None``."""
     for magic, mime in _IMAGE_MAGIC:
         if data.startswith(magic):
             return mime
@@ -29,7 +58,7 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def present(value: Any) -> Presented:
     """Return ``(content, structured_content)`` for a response value."""
     if isinstance(value, str):  # the common answer first
         return [text(value)], None
@@ -60,6 +89,10 @@ def present(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         ], None
     if isinstance(value, (bool, int, float)):
         return [text(json.dumps(value))], {"result": value}
+    for rich in reversed(_rich):
+        presented = rich(value)
+        if presented is not None:
+            return presented
     for method in ("_repr_markdown_", "_repr_html_"):
         render = getattr(value, method, None)
         if callable(render):

@@ -23,6 +23,7 @@ from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import App, tasks_of
+from .catalog import serve_catalog
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
@@ -36,6 +37,7 @@ from .elicitation import (
 from .limits import OncePerInterval
 from .options import ServerOptions, with_options
 from .progress import ProgressPump, wants_progress
+from .rich import install_default
 from .tasks import TaskWire
 from .tasks import install as install_tasks
 
@@ -133,6 +135,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     ``http_mode``: the words naming an HTTP mode that leaves 2025-era calls no way
     to ask the client (``HttpOptions.back_channel_refusal``); a refused question quotes them.
     """
+    install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
     progress_interval = options.progress_interval
     listing: list[types.ListToolsResult | None] = [None]  # cached until the registry changes
 
@@ -225,6 +228,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         listing[0] = None
 
     _listen_weakly(app, server, invalidate, notifier.changed)
+    serve_catalog(server, app, notifier.bus)  # resources/* and prompts/* (their changes on the same bus)
     return server
 
 

@@ -36,11 +36,13 @@ import anyio
 
 from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool
+from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool, use_presenter
+from ..mcp.rich import Presenter
 from .cell_compiler import python_name
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
+from .shared import SharedVariables
 from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
 
@@ -110,6 +112,10 @@ class Host:
             self.interrupts = IdleInterrupts(app, self.loop)
         # typing into a form while its cell awaits: every keystroke must reach the kernel
         self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
+        # what the notebook would show, the agent gets: IPython's formatters (a type registered only here too)
+        #: ``%fusion share NAME``: variables served as ``nb://vars/NAME``
+        self.shared = SharedVariables(app, shell.user_ns)
+        self._undo_presenter = use_presenter(Presenter(ipython_bundle(formatter)))
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable.
@@ -158,6 +164,7 @@ class Host:
         self.cell_task = None
         if self.interrupts is not None:
             self.interrupts.cell_finished()
+        self.shared.after_cell()
 
     def _parent_id(self) -> str | None:
         if self.kernel is None:
@@ -364,6 +371,9 @@ class Host:
         def definitions() -> list[dict[str, Any]]:
             return [tool_definition(t) for t in self.app.tools]
 
+        offered = self.app.catalog.describe() if tool is None else []
+        if offered:  # what an agent can read and ask for, besides the tools
+            print("\n".join(offered))
         if has_widget_frontend():
             from fusion_nb.widgets import InspectorView
 
@@ -388,6 +398,7 @@ class Host:
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        self._undo_presenter()
         if self._undo_comm_status is not None:
             self._undo_comm_status()
         self.traffic.close()
@@ -419,6 +430,29 @@ def _is_terminal(shell: Any) -> bool:
     """
     terminal = sys.modules.get("IPython.terminal.interactiveshell")
     return terminal is not None and isinstance(shell, terminal.TerminalInteractiveShell)
+
+
+def ipython_bundle(formatter: Any) -> Callable[[Any], dict[str, Any]]:
+    """IPython's mime bundle of a value, as ``display`` would build it, without displaying anything.
+
+    (``DisplayFormatter.format`` first offers the value to ``_ipython_display_``, which shows
+    it in the notebook: a tool's answer must not appear in some cell as a side effect.)
+    """
+
+    def bundle(value: Any) -> dict[str, Any]:
+        data, _metadata = formatter.mimebundle_formatter(value, include=None, exclude=None)
+        data = dict(data or {})
+        for mime, format_one in formatter.formatters.items():
+            if mime in data:
+                continue
+            got = format_one(value)  # IPython's formatters catch and report their own errors
+            if isinstance(got, tuple) and len(got) == 2:
+                got = got[0]
+            if got is not None:
+                data[mime] = got
+        return data
+
+    return bundle
 
 
 def _nothing() -> None:

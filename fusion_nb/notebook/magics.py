@@ -72,6 +72,25 @@ class FusionMagics(Magics):
         self._shell.user_ns[python_name(tool.name)] = bound
         return self.host.card(bound)
 
+    @cell_magic
+    def fusion_prompt(self, line: str, cell: str) -> None:
+        """Define an MCP prompt from this cell: ``%%fusion_prompt NAME``, then the prompt's text.
+
+        A leading triple-quoted docstring is the description; each ``{placeholder}`` in the
+        text is a (required) argument the client fills in (``{{`` and ``}}`` are literal braces).
+        """
+        name = line.strip()
+        if not _PLAIN_NAME.fullmatch(name):
+            raise UsageError("%%fusion_prompt needs a prompt name, e.g. %%fusion_prompt summarize")
+        description, text = prompt_cell(cell)
+        try:
+            self.host.app.prompt(name, text, description=description)
+        except ValueError as exc:
+            raise UsageError(f"%%fusion_prompt {name}: the text is not a valid template ({exc})") from None
+        prompt = self.host.app.catalog.prompt(name)
+        arguments = ", ".join(name for name, _required in prompt.arguments) if prompt else ""
+        print(f"Prompt {name}({arguments}) is served with the tools.")
+
     def _builder(self, header: str) -> ToolBuilder:
         if _PLAIN_NAME.fullmatch(header):
             return self.host.app.f.action(header)
@@ -104,11 +123,17 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "inspect", "tasks", "help"],
-        help="list the tools; serve them over MCP (Streamable HTTP); stop serving; show status; "
-        "inspect what an agent sees; the tasks agents started (lost on a kernel restart); help",
+        choices=["list", "serve", "stop", "status", "inspect", "share", "unshare", "tasks", "help"],
+        help="list the tools, resources and prompts; serve them over MCP (Streamable HTTP); stop serving; "
+        "show status; inspect what an agent sees; share a variable as nb://vars/NAME; unshare it; "
+        "the tasks agents started (lost on a kernel restart); help",
     )
-    @argument("tool", nargs="?", default=None, help="inspect: only this tool (its definition and its traffic)")
+    @argument(
+        "tool",
+        nargs="?",
+        default=None,
+        help="inspect: only this tool (its definition and its traffic); share/unshare: the variable's name",
+    )
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
     @argument("--port", type=int, default=0, help="port to bind (default: a free one, new on every serve)")
     @argument(
@@ -131,8 +156,19 @@ class FusionMagics(Magics):
         "(for Claude Desktop and claude.ai, whose calls time out)",
     )
     def fusion(self, line: str) -> Any:
-        """This kernel's fusion-nb tools: %fusion list | serve | stop | status | inspect [TOOL] | tasks | help."""
+        """This kernel's fusion-nb tools.
+
+        %fusion list | serve | stop | status | inspect [TOOL] | share NAME | unshare NAME | tasks | help
+        """
         args = parse_argstring(self.fusion, line)
+        if args.command in ("share", "unshare"):
+            if args.tool is None:
+                raise UsageError(f"%fusion {args.command} needs a variable name, e.g. %fusion {args.command} df")
+            try:
+                print(getattr(self.host.shared, args.command)(args.tool))
+            except KeyError as exc:
+                raise UsageError(exc.args[0]) from None
+            return None
         if args.tool is not None and args.command != "inspect":
             raise UsageError(f"%fusion {args.command} takes no tool name (only %fusion inspect TOOL does)")
         if args.command == "list":
@@ -141,6 +177,8 @@ class FusionMagics(Magics):
                 print("No tools yet: define one with %%fusion_tool <name>.")
             for tool in tools:
                 print(describe_tool(tool))
+            for line in self.host.app.catalog.describe():
+                print(line)
             return None
         if args.command == "serve":
             if args.job_tools:
@@ -159,6 +197,17 @@ class FusionMagics(Magics):
             return TasksView(self.host.app)
         print(usage(self.fusion.parser.format_help()))  # type: ignore[union-attr]  # magic_arguments adds .parser
         return None
+
+
+def prompt_cell(cell: str) -> tuple[str | None, str]:
+    """A prompt cell's description (its leading docstring, if any) and its text."""
+    body = cell.strip()
+    for quote in ('"""', "'''"):
+        if body.startswith(quote):
+            end = body.find(quote, 3)
+            if end > 0:
+                return body[3:end].strip() or None, body[end + 3 :].strip()
+    return None, body
 
 
 def usage(help_text: str) -> str:

@@ -232,3 +232,15 @@ async def test_a_middleware_answer_to_tools_call_and_a_tasks_handler_reach_the_c
         f"{SDK_SERIES} contract broken: a middleware's tools/call answer or a tasks/* handler's result is now "
         "reshaped by the SDK, so 2025-11-25 tasks cannot be served from fusion_nb/mcp/tasks.py as they are."
     )
+
+
+def test_the_names_resources_and_prompts_use_keep_their_shape():
+    """fusion_nb.mcp.catalog publishes these events and sends resources/updated through the session."""
+    import inspect
+
+    from mcp.server.session import ServerSession
+    from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+
+    assert ResourceUpdated(uri="nb://vars/df").uri == "nb://vars/df"
+    assert PromptsListChanged() == PromptsListChanged() and ResourcesListChanged() == ResourcesListChanged()
+    assert list(inspect.signature(ServerSession.send_resource_updated).parameters)[:2] == ["self", "uri"]

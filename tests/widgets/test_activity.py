@@ -250,3 +250,42 @@ async def test_a_task_an_agent_started_is_live_with_its_progress_and_stop_cancel
         assert task.status == "cancelled"
         assert (await peer.request("tasks/get", {"taskId": task.id}))["status"] == "cancelled"
     panel.close()
+
+
+async def test_an_image_answer_is_drawn_in_its_row_as_the_agent_received_it(app):
+    from fusion_nb.engine import use_presenter
+    from fusion_nb.mcp.rich import Presenter
+
+    class Dot:
+        def _repr_png_(self) -> bytes:
+            return PNG_1X1
+
+    remove = use_presenter(Presenter())
+    try:
+        gate = anyio.Event()
+
+        @app.f.query("dot").handle
+        async def dot(input, ctx):
+            await gate.wait()  # long enough to get a row
+            return Dot()
+
+        panel = ActivityPanel(app, delay=0)
+        call = app.start("dot", {})
+        with anyio.fail_after(5):
+            while call not in panel.live:
+                await anyio.sleep(0.01)
+        gate.set()
+        result = await call.wait()
+        await settle_flushes(panel)
+        assert result.content[0]["type"] == "image"
+        assert f'<img src="data:image/png;base64,{result.content[0]["data"]}"' in panel.board.value
+        assert "[image/png image, " in panel.board.value, "the row names the image instead of spelling out base64"
+        panel.close()
+    finally:
+        remove()
+
+
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c6360000002000005000100f8b6f80e0000000049454e44ae426082"
+)

@@ -1,0 +1,87 @@
+"""What presenting costs per kind of value, and what the agent receives (type, size).
+
+``present(value)`` is the engine's presenter with the built-in rich presenter installed (as
+serving an app installs it): a ``str`` must stay as cheap as without it (the rich presenter
+is asked only for values the engine has no rule for). Also the time to encode a figure at
+1568 px. Machines here are noisy: read the ratios, not the times.
+Run: ``.venv/bin/python benchmarks/rich.py [--rounds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from fusion_nb.engine import present
+from fusion_nb.mcp.rich import Limits, figure_png, install_default
+
+
+class OnlyHtml:
+    def _repr_html_(self) -> str:
+        return "<style>td {}</style>" + "<td>cell</td>" * 20_000
+
+
+def timed(fn: Callable[[], Any], rounds: int) -> float:
+    """Median seconds of ``fn()`` over ``rounds`` runs (after one warm-up)."""
+    fn()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def received(presented: Any) -> str:
+    content, structured = presented
+    kinds = "+".join(block["type"] for block in content) + ("+structured" if structured is not None else "")
+    return f"{kinds}, {len(json.dumps({'content': content, 'structuredContent': structured})) / 1024:.1f} KiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    rounds = parser.parse_args().rounds
+    fig, ax = plt.subplots(figsize=(16, 8))
+    ax.plot(np.random.default_rng(0).normal(size=5000))
+    values: dict[str, Any] = {
+        "str": "hello",
+        "dict": {"a": 1, "b": [1, 2, 3]},
+        "DataFrame 100,000 x 3": pd.DataFrame({"a": range(100_000), "b": ["x"] * 100_000, "c": 0.5}),
+        "ndarray 1000 x 1000": np.zeros((1000, 1000)),
+        "figure 16x8 in (1568 px)": fig,
+        "PIL image 6000x4000": Image.effect_noise((6000, 4000), 64).convert("RGB"),
+        "HTML-only value": OnlyHtml(),
+    }
+    quick = {
+        name: timed(lambda v=value: present(v), rounds * 1000)
+        for name, value in values.items()
+        if name in ("str", "dict")
+    }
+    install_default()
+    print("| value | present() | without the rich presenter | the agent receives |")
+    print("|---|---|---|---|")
+    for name, value in values.items():
+        big = name not in quick
+        seconds = timed(lambda v=value: present(v), rounds if big else rounds * 1000)
+        before = f"{quick[name] * 1e6:.2f} us" if name in quick else "(text only)"
+        shown = f"{seconds * 1e3:.2f} ms" if big else f"{seconds * 1e6:.2f} us"
+        print(f"| {name} | {shown} | {before} | {received(present(value))} |")
+    encode = timed(lambda: figure_png(fig, Limits()), rounds)
+    print(f"\nencoding a 1568 px figure as PNG: {encode * 1e3:.1f} ms (median of {rounds})")
+
+
+if __name__ == "__main__":
+    main()

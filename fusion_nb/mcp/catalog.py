@@ -1,0 +1,265 @@
+"""Resources and prompts over MCP: ``resources/*`` and ``prompts/*`` for an app's catalog.
+
+``serve_catalog(server, app, bus)`` registers the handlers on the SDK's low-level server.
+A resource's value is presented as a tool's answer is (``fusion_nb.mcp.rich``), except
+where a resource has a better file-like form: a DataFrame as CSV (or JSON when the resource
+says ``application/json``), a figure as PNG.
+
+A changed value is announced both ways: to handshake-era (2025-11-25) connections that
+sent ``resources/subscribe`` for its URI (``notifications/resources/updated``), and as a
+``ResourceUpdated`` event on the bus that 2026 ``subscriptions/listen`` streams read.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import inspect
+import json
+import logging
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+
+from ..engine import App, CatalogChange, Prompt, Resource, ToolError, image_type, present, spawn
+from ._sdk import connection_of, on_connection_close
+from .changes import ToolsChangedBus
+from .rich import Limits, figure_png, pil_image
+
+log = logging.getLogger("fusion_nb")
+RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource URI
+
+
+class Subscribers:
+    """Handshake-era connections and the URIs each subscribed to (forgotten when they close)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[object, tuple[ServerSession, set[str]]] = {}
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        session: ServerSession = ctx.session
+        key = connection_of(session)
+        entry = self._sessions.get(key)
+        if entry is None:
+            entry = self._sessions[key] = (session, set())
+            on_connection_close(session, lambda: self._sessions.pop(key, None))
+        entry[1].add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        entry = self._sessions.get(connection_of(ctx.session))
+        if entry is not None:
+            entry[1].discard(str(params.uri))
+        return types.EmptyResult()
+
+    def sessions_for(self, uri: str) -> list[ServerSession]:
+        return [session for session, uris in self._sessions.values() if uri in uris]
+
+
+def serve_catalog(server: Any, app: App, bus: ToolsChangedBus, limits: Limits | None = None) -> None:
+    """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``."""
+    catalog = app.catalog
+    limits = limits or Limits()
+    subscribers = Subscribers()
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=r.mime_type)
+                for r in catalog.resources
+            ]
+        )
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=r.uri, name=r.name, description=r.description, mime_type=r.mime_type
+                )
+                for r in catalog.templates
+            ]
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        found = catalog.find(uri)
+        if found is None:
+            raise MCPError(RESOURCE_NOT_FOUND, unknown_resource(uri, catalog.resources, catalog.templates))
+        resource, values = found
+        value = await read_value(resource, values)
+        return types.ReadResourceResult.model_validate({"contents": contents(uri, value, resource.mime_type, limits)})
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompt_to_mcp(p) for p in catalog.prompts])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        prompt = catalog.prompt(params.name)
+        if prompt is None:
+            known = ", ".join(repr(p.name) for p in catalog.prompts) or "none"
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts are: {known}.")
+        return render_prompt(prompt, dict(params.arguments or {}))
+
+    server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+    server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
+    server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribers.subscribe)
+    server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, subscribers.unsubscribe)
+    server.add_request_handler("prompts/list", types.PaginatedRequestParams, list_prompts)
+    server.add_request_handler("prompts/get", types.GetPromptRequestParams, get_prompt)
+
+    def changed(change: CatalogChange) -> None:
+        kind, uri = change
+        if kind == "resources":
+            bus.emit(ResourcesListChanged())
+        elif kind == "prompts":
+            bus.emit(PromptsListChanged())
+        elif uri is not None:
+            bus.emit(ResourceUpdated(uri=uri))
+            sessions = subscribers.sessions_for(uri)
+            if sessions:  # (their connections run on this loop: a change from elsewhere has none to reach)
+                spawn(functools.partial(_send_updated, sessions, uri), name="fusion-nb resources/updated")
+
+    _listen_weakly(server, catalog.on_change, changed)
+
+
+async def _send_updated(sessions: list[ServerSession], uri: str) -> None:
+    for session in sessions:
+        try:
+            await session.send_resource_updated(uri)
+        except Exception:
+            log.debug("a closed MCP session missed resources/updated", exc_info=True)
+
+
+def _listen_weakly(server: Any, on_change: Callable[..., Callable[[], None]], callback: Any) -> None:
+    """Hear catalog changes for as long as ``server`` lives (an app outlives many servers)."""
+    ref = weakref.ref(server)
+    stop: list[Callable[[], None]] = []
+
+    def listener(change: CatalogChange) -> None:
+        if ref() is None:
+            stop[0]()
+            return
+        callback(change)
+
+    stop.append(on_change(listener))
+    weakref.finalize(server, stop[0])
+
+
+def unknown_resource(uri: str, resources: list[Resource], templates: list[Resource]) -> str:
+    """One sentence: the URI that was sent and what there is."""
+    listed = [r.uri for r in resources] + [r.uri for r in templates]
+    shown = ", ".join(listed[:10]) + (" …" if len(listed) > 10 else "")
+    return f"Unknown resource {uri[:200]!r}; this server offers: {shown or 'no resources'}."
+
+
+async def read_value(resource: Resource, values: dict[str, str]) -> Any:
+    """The resource's current value; its own refusal (a ``ToolError``) is the client's one sentence."""
+    try:
+        value = resource.read(**values)
+        if inspect.isawaitable(value):
+            value = await value
+    except ToolError as error:
+        raise MCPError(types.INVALID_PARAMS, error.message) from None
+    except Exception as exc:
+        log.exception("reading resource %s failed", resource.uri)
+        raise MCPError(
+            types.INTERNAL_ERROR, f"Reading resource {resource.uri!r} failed with {type(exc).__name__}."
+        ) from None
+    return value
+
+
+def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:
+    """``resources/read`` contents for a value: a table as CSV/JSON, a figure as PNG, else as a tool answer."""
+    if isinstance(value, str):
+        return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
+    if isinstance(value, (bytes, bytearray)):
+        blob = bytes(value)
+        kind = mime_type or image_type(blob) or "application/octet-stream"
+        return [{"uri": uri, "mimeType": kind, "blob": base64.b64encode(blob).decode("ascii")}]
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
+        return [table_contents(uri, value, mime_type, limits)]
+    figure = sys.modules.get("matplotlib.figure")
+    if figure is not None and isinstance(value, figure.Figure):
+        return [_blob(uri, figure_png(value, limits))]
+    image = sys.modules.get("PIL.Image")
+    if image is not None and isinstance(value, image.Image):
+        return [_blob(uri, pil_image(value, limits, f"image {value.width}x{value.height} px"))]
+    content, structured = present(value)
+    if structured is not None:
+        text = json.dumps(structured, default=str, ensure_ascii=False)
+        return [{"uri": uri, "mimeType": "application/json", "text": text}]
+    out: list[dict[str, Any]] = []
+    for block in content:
+        if block.get("type") == "image":
+            out.append(_blob(uri, block))
+        elif block.get("type") == "resource":
+            out.append({**block["resource"], "uri": uri})
+        else:
+            out.append({"uri": uri, "mimeType": mime_type or "text/plain", "text": block.get("text", "")})
+    return out
+
+
+def table_contents(uri: str, frame: Any, mime_type: str | None, limits: Limits) -> dict[str, Any]:
+    """A DataFrame (or Series) as CSV, or JSON records when asked: whole if it fits, else its first rows."""
+    as_json = mime_type == "application/json"
+    total, rows = len(frame), len(frame)
+    while True:
+        part = frame.iloc[:rows]
+        text = part.to_json(orient="records", date_format="iso") if as_json else part.to_csv(index=False)
+        if len(text.encode()) <= limits.max_bytes or rows <= 1:
+            break
+        rows = max(1, rows * limits.max_bytes // len(text.encode()) * 9 // 10)
+    if rows < total and not as_json:
+        text += f"# cut: the first {rows} of {total} rows\n"
+    return {"uri": uri, "mimeType": "application/json" if as_json else "text/csv", "text": text}
+
+
+def _blob(uri: str, block: dict[str, Any]) -> dict[str, Any]:
+    if block.get("type") != "image":  # too large to send: the sentence saying so
+        return {"uri": uri, "mimeType": "text/plain", "text": block.get("text", "")}
+    return {"uri": uri, "mimeType": block["mimeType"], "blob": block["data"]}
+
+
+def prompt_to_mcp(prompt: Prompt) -> types.Prompt:
+    return types.Prompt(
+        name=prompt.name,
+        description=prompt.description,
+        arguments=[types.PromptArgument(name=name, required=required) for name, required in prompt.arguments],
+    )
+
+
+def render_prompt(prompt: Prompt, arguments: dict[str, str]) -> types.GetPromptResult:
+    """The prompt filled in; a missing or unknown argument is one sentence naming it."""
+    names = [name for name, _required in prompt.arguments]
+    missing = [name for name, required in prompt.arguments if required and name not in arguments]
+    if missing:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"Prompt {prompt.name!r} needs the argument {missing[0]!r} (a string); "
+            f"sent: {sorted(arguments) or 'no arguments'}.",
+        )
+    unknown = sorted(set(arguments) - set(names))
+    if unknown:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"Prompt {prompt.name!r} has no argument {unknown[0]!r}; its arguments are: {names or 'none'}.",
+        )
+    try:
+        rendered = prompt.render(**arguments)
+    except Exception as exc:
+        log.exception("prompt %s failed", prompt.name)
+        raise MCPError(types.INTERNAL_ERROR, f"Prompt {prompt.name!r} failed with {type(exc).__name__}.") from None
+    messages = [{"role": "user", "content": rendered}] if isinstance(rendered, str) else list(rendered)
+    return types.GetPromptResult.model_validate(
+        {
+            "description": prompt.description,
+            "messages": [{"role": m["role"], "content": {"type": "text", "text": str(m["content"])}} for m in messages],
+        }
+    )

@@ -1,0 +1,99 @@
+"""Resources and prompts through the SDK's client: listing, reading, templates, prompts, and bad input."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pandas as pd
+import pytest
+from eras import ERAS, client_for
+from http_serving import serve
+from mcp import MCPError
+from PIL import Image
+
+from fusion_nb import Fusion
+from fusion_nb.engine import ToolError
+from fusion_nb.mcp import mcp_server
+
+pytestmark = pytest.mark.anyio
+SHARED = {"df": pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def catalog_app(app: Fusion | None = None) -> Fusion:
+    app = app or Fusion("catalog-test")
+    app.resource("config://greeting", "hello", description="A fixed greeting.")
+
+    @app.resource("data://table", mime_type="text/csv")
+    def table():
+        """A small table."""
+        return SHARED["df"]
+
+    @app.resource("vars://{name}")
+    def variable(name):
+        if name not in SHARED:
+            raise ToolError("INVALID_PARAMS", f"{name!r} is not shared; shared: {sorted(SHARED)}.")
+        return SHARED[name]
+
+    app.resource("pics://figure", _figure())
+    app.prompt("explain", "Explain {topic} to a {audience}.", description="Explain something.")
+    return app
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    plt.close(fig)
+    return fig
+
+
+async def check(client) -> None:
+    listed = {str(r.uri): r for r in (await client.list_resources()).resources}
+    assert set(listed) == {"config://greeting", "data://table", "pics://figure"}
+    assert listed["data://table"].description == "A small table."
+    templates = (await client.list_resource_templates()).resource_templates
+    assert [t.uri_template for t in templates] == ["vars://{name}"]
+    greeting = (await client.read_resource("config://greeting")).contents[0]
+    assert greeting.text == "hello"
+    table = (await client.read_resource("data://table")).contents[0]
+    assert table.mime_type == "text/csv" and table.text == "a,b\n1,x\n2,y\n"
+    via_template = (await client.read_resource("vars://df")).contents[0]
+    assert via_template.text == table.text
+    figure = (await client.read_resource("pics://figure")).contents[0]
+    assert figure.mime_type == "image/png" and Image.open(io.BytesIO(base64.b64decode(figure.blob))).format == "PNG"
+    prompts = (await client.list_prompts()).prompts
+    assert [(p.name, [a.name for a in p.arguments]) for p in prompts] == [("explain", ["topic", "audience"])]
+    got = await client.get_prompt("explain", {"topic": "MCP", "audience": "child"})
+    assert got.messages[0].content.text == "Explain MCP to a child."
+    for bad, sentence in [
+        (client.read_resource("nope://x"), "Unknown resource 'nope://x'; this server offers: config://greeting"),
+        (client.read_resource("vars://os"), "'os' is not shared; shared: ['df']."),
+        (client.get_prompt("explain", {"topic": "MCP"}), "Prompt 'explain' needs the argument 'audience'"),
+    ]:
+        with pytest.raises(MCPError) as raised:
+            await bad
+        assert sentence in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_resources_and_prompts_in_memory(era):
+    app = catalog_app()
+    async with client_for(mcp_server(app), era) as client:
+        await check(client)
+    await app.aclose()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_resources_and_prompts_over_http(mode):
+    async with serve(catalog_app()) as served, served.client(mode) as client:
+        await check(client)

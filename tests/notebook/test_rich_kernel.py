@@ -1,0 +1,107 @@
+"""In a real kernel the agent gets what the notebook would show: IPython's formatters present a tool's answer."""
+
+import re
+
+import anyio
+import pytest
+from mcp import MCPError, types
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from fusion_nb.mcp import connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+
+
+async def serve(kernel) -> tuple[str, str]:
+    """``%fusion serve``: the endpoint and token it printed."""
+    served = await kernel.run("%fusion serve")
+    url = re.search(r"MCP endpoint: (\S+)", served.stdout)
+    token = re.search(r"Bearer token: (\S+)", served.stdout)
+    assert url is not None and token is not None, served.stdout
+    return url.group(1), token.group(1)
+
+
+POINT = """
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+get_ipython().display_formatter.formatters["text/markdown"].for_type(Point, lambda p: f"**Point at {p.x}**")
+"""
+
+
+async def test_a_formatter_registered_only_in_the_kernel_reaches_the_agent(kernel):
+    await kernel.run("%load_ext fusion_nb")
+    await kernel.run(POINT)
+    await kernel.run('%%fusion_tool point\n"""A point, shown as the notebook shows it."""\nreturn Point(3)')
+    url, token = await serve(kernel)
+    for mode in ("legacy", "auto"):
+        async with connect(url, token, mode=mode) as client:
+            result = await client.call_tool("point", {})
+        assert [block.text for block in result.content] == ["**Point at 3**"], (mode, result)
+    outside = await kernel.run("from fusion_nb.mcp.rich import builtin_bundle\nprint(sorted(builtin_bundle(Point(3))))")
+    assert outside.stdout.strip() == "['text/plain']", "outside IPython's formatter the type has no rich form"
+    await kernel.run("%fusion stop")
+
+
+async def serve_table(kernel):
+    await kernel.run("%load_ext fusion_nb\nimport pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})")
+    shared = await kernel.run("%fusion share df")
+    assert "Sharing df as nb://vars/df." in shared.stdout, shared.stdout
+    return await serve(kernel)
+
+
+async def test_a_shared_variable_is_listed_read_and_announced_when_reassigned(kernel):
+    url, token = await serve_table(kernel)
+    listed = await kernel.run("%fusion list")
+    assert "resource nb://vars/df" in listed.stdout and "template nb://vars/{name}" in listed.stdout
+    updated = anyio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ResourceUpdatedNotification) and str(message.params.uri) == "nb://vars/df":
+            updated.set()
+
+    async with connect(url, token, mode="legacy", message_handler=on_message) as client:
+        assert "nb://vars/df" in [str(r.uri) for r in (await client.list_resources()).resources]
+        read = (await client.read_resource("nb://vars/df")).contents[0]
+        assert read.mime_type == "text/csv" and read.text == "a\n1\n2\n"
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("nb://vars/os")  # defined in no cell as shared: refused
+        assert "'os' is not a shared variable; shared: ['df']" in str(refused.value)
+        with pytest.warns(MCPDeprecationWarning):  # the SDK says: the 2025 way (2026 listens, below)
+            await client.subscribe_resource("nb://vars/df")
+        await kernel.run("df = pd.DataFrame({'a': [3]})")
+        with anyio.fail_after(20):
+            await updated.wait()
+        assert (await client.read_resource("nb://vars/df")).contents[0].text == "a\n3\n"
+    async with connect(url, token, mode="auto") as client:
+        async with client.listen(resource_subscriptions=["nb://vars/df"]) as subscription:
+            await kernel.run("df = pd.DataFrame({'a': [4, 5, 6]})")
+            with anyio.fail_after(20):
+                event = await subscription.__anext__()
+        assert type(event).__name__ == "ResourceUpdated" and event.uri == "nb://vars/df"
+    unshared = await kernel.run("%fusion unshare df")
+    assert "no longer served" in unshared.stdout
+    await kernel.run("%fusion stop")
+
+
+async def test_a_prompt_cell_round_trips(kernel):
+    await kernel.run("%load_ext fusion_nb")
+    made = await kernel.run('%%fusion_prompt review\n"""Review a function."""\nReview {function} for {concern}.')
+    assert "Prompt review(function, concern) is served" in made.stdout, made.stdout
+    url, token = await serve(kernel)
+    for mode in ("legacy", "auto"):
+        async with connect(url, token, mode=mode) as client:
+            (prompt,) = (await client.list_prompts()).prompts
+            assert prompt.description == "Review a function." and [a.name for a in prompt.arguments] == [
+                "function",
+                "concern",
+            ]
+            got = await client.get_prompt("review", {"function": "f", "concern": "speed"})
+            assert got.messages[0].content.text == "Review f for speed."
+            with pytest.raises(MCPError) as missing:
+                await client.get_prompt("review", {"function": "f"})
+            assert "needs the argument 'concern'" in str(missing.value)
+    assert "prompt   review(function, concern): Review a function." in (await kernel.run("%fusion list")).stdout
+    assert "prompt   review(function, concern)" in (await kernel.run("%fusion inspect")).stdout
+    await kernel.run("%fusion stop")
