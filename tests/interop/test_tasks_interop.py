@@ -14,7 +14,7 @@ import sys
 
 import pytest
 from http_serving import serve_asgi
-from node_clients import HERE, server_env
+from node_clients import server_env
 from stdio_serving import REPO, StdioCommand
 from tasks_app import app
 from test_interop import inspector, run_node
