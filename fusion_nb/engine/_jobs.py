@@ -33,6 +33,36 @@ WAIT = "jobs.wait"
 CANCEL = "jobs.cancel"
 
 
+#: the structured content of a job-started answer; a task tool with an output schema also
+#: declares this alternative while job tools are on (``job_output_schema``), so the answer it
+#: gets before its result still conforms, as MCP requires of a tool with an output schema
+JOB_STARTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "job_id": {"type": "string", "description": f"the job to pass to {WAIT} or {CANCEL}"},
+        "status": {"const": "working"},
+    },
+    "required": ["job_id", "status"],
+}
+
+
+def job_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or a job-started answer: what a task tool's output schema is while job tools are on.
+
+    Root ``$defs``/``definitions`` stay at the root, so the ``#/$defs/...`` references
+    inside ``schema`` still resolve once it is nested under ``anyOf``.
+    """
+    body = {key: value for key, value in schema.items() if key not in ("$defs", "definitions", "$schema")}
+    widened: dict[str, Any] = {"type": "object", "anyOf": [body, JOB_STARTED_SCHEMA]}
+    widened.update({key: schema[key] for key in ("$schema", "$defs", "definitions") if key in schema})
+    return widened
+
+
+def started_content(task: Task) -> dict[str, Any]:
+    """The structured content of ``task``'s job-started answer (``JOB_STARTED_SCHEMA``)."""
+    return {"job_id": task.id, "status": "working"}
+
+
 def started_sentence(task: Task, wait: float) -> str:
     """What a task tool called without task support answers: the job id and what to call next."""
     return (

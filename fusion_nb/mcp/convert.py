@@ -12,20 +12,26 @@ from typing import Any
 import mcp_types as types
 
 from ..engine import CallResult, Tool
+from ..engine._jobs import job_output_schema
 
 
-def tool_to_mcp(tool: Tool) -> types.Tool:
+def tool_to_mcp(tool: Tool, *, jobs: bool = False) -> types.Tool:
     """The ``tools/list`` entry of ``tool``: schemas, description, annotations and task support.
 
     ``execution.taskSupport`` is set only for task tools (absent means "forbidden").
+    With ``jobs`` (job tools on), a task tool's output schema also admits the
+    job-started answer, which such a tool gives a client without tasks.
     """
+    output_schema = tool.output_schema
+    if jobs and tool.task is not None and output_schema is not None:
+        output_schema = job_output_schema(output_schema)
     annotations = types.ToolAnnotations.model_validate(tool.annotations) if tool.annotations else None
     execution = types.ToolExecution(task_support=tool.task.mode) if tool.task is not None else None  # type: ignore[arg-type]
     return types.Tool(
         name=tool.name,
         description=tool.description,
         input_schema=tool.input_schema,
-        output_schema=tool.output_schema,
+        output_schema=output_schema,
         annotations=annotations,
         execution=execution,
     )

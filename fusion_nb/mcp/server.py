@@ -144,7 +144,8 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     ) -> types.ListToolsResult:
         cached = listing[0]
         if cached is None:
-            cached = listing[0] = types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in app.tools])
+            jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
+            cached = listing[0] = types.ListToolsResult(tools=[tool_to_mcp(tool, jobs=jobs) for tool in app.tools])
         return cached
 
     def input_schema(name: str) -> Mapping[str, Any] | None:

@@ -38,7 +38,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
-from ..engine._jobs import started_sentence, task_owner
+from ..engine._jobs import started_content, started_sentence, task_owner
 from ..engine._tasks import MAX_TTL
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of
@@ -293,12 +293,16 @@ class TaskWire:
         if isinstance(created, dict):
             return created
         assert self.tasks.job_wait is not None
-        wire = result_to_wire(
-            CallResult(content=[{"type": "text", "text": started_sentence(created, self.tasks.job_wait)}]),
-            has_output_schema=True,
+        tool = self.tasks.app.get(name)
+        has_schema = tool is not None and tool.output_schema is not None
+        text = started_sentence(created, self.tasks.job_wait)
+        # a tool with an output schema must answer structured content; tools/list declares this shape too
+        structured = started_content(created) if has_schema else None
+        return result_to_wire(
+            CallResult(content=[{"type": "text", "text": text}], structured_content=structured),
+            has_output_schema=has_schema,
             modern=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS,
         )
-        return wire
 
     def _notify_status(self, ctx: ServerRequestContext[Any, Any], task: Task) -> None:
         """Send ``notifications/tasks/status`` on the creating connection after every change (2025)."""

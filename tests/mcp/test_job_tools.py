@@ -14,6 +14,7 @@ import anyio
 import pytest
 from eras import client_for
 from http_serving import serve
+from pydantic import BaseModel
 
 from fusion_nb import Fusion, progress, respond
 from fusion_nb.engine import enable_job_tools, tasks_of
@@ -108,3 +109,46 @@ def test_job_tools_are_off_by_default_and_a_flag_of_both_serve_commands():
     assert tasks_of(app).job_wait is None and app.get("jobs.wait") is None
     assert build_parser().parse_args(["serve", "x.py", "--job-tools"]).job_tools is True
     assert "--job-tools" in FusionMagics.fusion.parser.format_help()
+
+
+class Day(BaseModel):
+    high: float
+
+
+class Forecast(BaseModel):
+    city: str
+    days: list[Day]
+
+
+@pytest.mark.parametrize("era", ["2025-memory", "2026-stream"])
+async def test_a_tool_with_an_output_schema_answers_a_job_structured_and_its_client_validates_both_answers(era):
+    app = Fusion("jobs-schema")
+
+    @app.f.action("forecast").with_string("city").returns(Forecast).task().handle
+    async def forecast(input, ctx):
+        return Forecast(city=input.city, days=[Day(high=21.5)])
+
+    enable_job_tools(app, wait=5)
+    async with client_for(mcp_server(app), era) as client:  # the SDK client validates against outputSchema
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert listed["forecast"].output_schema["anyOf"][0]["properties"]["days"]["items"] == {"$ref": "#/$defs/Day"}
+        assert "Day" in listed["forecast"].output_schema["$defs"]
+        started = await client.call_tool("forecast", {"city": "Oslo"})
+        job_id = job_id_in(started.content[0].text)
+        assert started.structured_content == {"job_id": job_id, "status": "working"} and not started.is_error
+        done = await client.call_tool("jobs.wait", {"job_id": job_id})
+        assert done.structured_content == {"city": "Oslo", "days": [{"high": 21.5}]}
+    await app.aclose()
+
+
+async def test_without_job_tools_the_output_schema_is_the_tools_own():
+    app = Fusion("jobs-off-schema")
+
+    @app.f.action("forecast").with_string("city").returns(Forecast).task().handle
+    async def forecast(input, ctx):
+        return Forecast(city=input.city, days=[])
+
+    async with client_for(mcp_server(app), "2026-stream") as client:
+        (tool,) = (await client.list_tools()).tools
+    assert tool.output_schema == Forecast.model_json_schema()
+    await app.aclose()

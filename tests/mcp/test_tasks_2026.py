@@ -149,3 +149,29 @@ async def test_another_token_cannot_get_update_or_cancel_a_task_over_http():
         assert task.status == "working"
     tasks_of(app).cancel("alice", task.id)
     await app.aclose()
+
+
+async def test_the_library_extension_cancels_a_task_by_id_and_its_cleanup_runs():
+    app, tasks, cleaned = Fusion("tasks-cancel"), Tasks(), anyio.Event()
+
+    @app.f.action("forever").task(poll_interval=0.05).handle
+    async def forever(input, ctx):
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.set()
+
+    outcome: list[types.CallToolResult] = []
+    async with client_for(mcp_server(app), "2026-stream", extensions=[tasks]) as client:
+        async with anyio.create_task_group() as group:
+
+            async def run() -> None:
+                outcome.append(await client.call_tool("forever", {}))
+
+            group.start_soon(run)
+            task_id = await tasks.started()
+            await tasks.cancel(client.session, task_id)
+        with anyio.fail_after(1):
+            await cleaned.wait()
+    assert outcome[0].is_error and tasks.seen[-1] == "cancelled"
+    await app.aclose()
