@@ -36,7 +36,8 @@ HELP = "write a notebook's tools as a plain Python module (servable by `fusion-n
 DESCRIPTION = """\
 Run NOTEBOOK headless (the same rule as `fusion-nb serve`: cells that call tools are
 skipped) and write the cells that ran as a plain module: %%fusion_tool cells become
-decorated functions, helper cells are copied, skipped cells are left out.
+decorated functions, %%fusion_prompt cells prompt registrations, helper cells are copied,
+skipped cells are left out.
 """
 EPILOG = """\
 example:
@@ -102,6 +103,8 @@ def module_source(report: StartupReport) -> tuple[str, list[str]]:
         parts.append(f"\n\n# cell {cell.number}\n")
         if _is_tool_cell(cell):
             parts.append(_tool_function(cell))
+        elif _is_prompt_cell(cell):
+            parts.append(_prompt_registration(cell))
         else:
             parts.append(_helper(cell, notes))
     return "".join(parts).rstrip() + "\n", notes
@@ -109,6 +112,23 @@ def module_source(report: StartupReport) -> tuple[str, list[str]]:
 
 def _is_tool_cell(cell: Cell) -> bool:
     return cell.source.lstrip().startswith("%%fusion_tool")
+
+
+def _is_prompt_cell(cell: Cell) -> bool:
+    return cell.source.lstrip().startswith("%%fusion_prompt")
+
+
+def _prompt_registration(cell: Cell) -> str:
+    """A ``%%fusion_prompt NAME`` cell as the call the magic makes: ``default_app.prompt(NAME, text, ...)``."""
+    from ..notebook.magics import prompt_cell
+
+    header, _, body = cell.source.lstrip().partition("\n")
+    name = header.removeprefix("%%fusion_prompt").strip()
+    description, text = prompt_cell(body)
+    return (
+        "from fusion_nb import default_app as _prompts_app\n\n"
+        f"_prompts_app.prompt({name!r}, {text!r}, description={description!r})\n"
+    )
 
 
 def _helper(cell: Cell, notes: list[str]) -> str:

@@ -24,7 +24,7 @@ def anyio_backend():
 
 
 # 07 serves notebook 01 from a subprocess and defines no tools of its own
-TEACHING = sorted(path for path in (REPO / "notebooks").glob("0*.ipynb") if not path.name.startswith("07-"))
+TEACHING = sorted(path for path in (REPO / "notebooks").glob("[0-9]*.ipynb") if not path.name.startswith("07-"))
 
 
 def sample_arguments(schema: dict) -> dict:
@@ -68,6 +68,24 @@ async def test_the_exported_module_serves_the_same_tools_with_the_same_results(n
     assert from_notebook[0], "the notebook defines tools"
     assert from_module[0] == from_notebook[0]
     assert from_module[1] == from_notebook[1]
+
+
+async def served_prompts(source: str) -> list[dict]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "fusion_nb", "serve", source], env=cli_env(), cwd=str(REPO)
+    )
+    async with Client(params) as client:
+        prompts = (await client.list_prompts()).prompts
+        return [prompt.model_dump(mode="json", exclude_none=True) for prompt in prompts]
+
+
+async def test_a_prompt_cell_is_exported_as_the_prompt_it_defines(tmp_path):
+    notebook = next((REPO / "notebooks").glob("08-*.ipynb"))
+    module = tmp_path / "tools.py"
+    assert run_cli("export", str(notebook), "-o", str(module)).returncode == 0
+    from_notebook = await served_prompts(str(notebook))
+    assert from_notebook, "notebook 08 defines a prompt"
+    assert await served_prompts(str(module)) == from_notebook
 
 
 def test_skip_rule_and_rewrites(tmp_path):
