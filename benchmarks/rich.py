@@ -10,6 +10,7 @@ Run: ``.venv/bin/python benchmarks/rich.py [--rounds N]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -66,7 +67,7 @@ def main() -> None:
         "HTML-only value": OnlyHtml(),
     }
     quick = {
-        name: timed(lambda v=value: present(v), rounds * 1000)
+        name: timed(functools.partial(present, value), rounds * 1000)
         for name, value in values.items()
         if name in ("str", "dict")
     }
@@ -75,7 +76,7 @@ def main() -> None:
     print("|---|---|---|---|")
     for name, value in values.items():
         big = name not in quick
-        seconds = timed(lambda v=value: present(v), rounds if big else rounds * 1000)
+        seconds = timed(functools.partial(present, value), rounds if big else rounds * 1000)
         before = f"{quick[name] * 1e6:.2f} us" if name in quick else "(text only)"
         shown = f"{seconds * 1e3:.2f} ms" if big else f"{seconds * 1e6:.2f} us"
         print(f"| {name} | {shown} | {before} | {received(present(value))} |")

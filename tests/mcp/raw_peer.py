@@ -30,6 +30,7 @@ class RawPeer:
         self.answer = answer
         self.notifications: list[dict[str, Any]] = []
         self.notified = anyio.Event()
+        self.initialized: dict[str, Any] = {}
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         request_id = next(self._ids)

@@ -123,6 +123,8 @@ def imported_sdk_names(package: Path = PACKAGE) -> dict[str, list[str]]:
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             pins: list[str] = []
+            if not isinstance(node, (ast.ImportFrom, ast.Import)):
+                continue
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 if node.module.split(".")[0] in SDK_PACKAGES:
                     pins = [f"{node.module}:{alias.name}" for alias in node.names]
