@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -76,6 +77,11 @@ def build_app(client: distributed.Client) -> Fusion:
     return app
 
 
+def _set_on_progress(running: asyncio.Event, _event: object) -> None:
+    """Set ``running`` on a call's first progress (a partial, so each call sets its own event)."""
+    running.set()
+
+
 async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     started = time.perf_counter()
     await fn()
@@ -116,13 +122,13 @@ async def measure(client: distributed.Client, calls: int, stops: int) -> tuple[d
     for _ in range(stops):
         variable = f"bench-stop-{uuid.uuid4().hex[:8]}"
         running = asyncio.Event()
-        call = app.start("stoppable", {"variable": variable}, on_progress=lambda e, running=running: running.set())
+        call = app.start("stoppable", {"variable": variable}, on_progress=functools.partial(_set_on_progress, running))
         await asyncio.wait_for(running.wait(), 30)
         cancelled_at = time.time()
         call.cancel()
-        stopped_at = await asyncio.to_thread(lambda v=variable: distributed.Variable(v, client=client).get(timeout=30))
+        stopped_at = await asyncio.to_thread(distributed.Variable(variable, client=client).get, timeout=30)
         latencies.append(stopped_at - cancelled_at)
-        await asyncio.to_thread(lambda v=variable: distributed.Variable(v, client=client).delete())
+        await asyncio.to_thread(distributed.Variable(variable, client=client).delete)
     await app.wait_background(10)
     return p50, latencies
 

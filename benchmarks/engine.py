@@ -78,8 +78,10 @@ async def in_task(fn) -> None:
 async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
     app = build_app()
     rows = []
-    echo_handler, stream_handler = app.get("echo").handler, app.get("stream").handler
-    model = app.get("echo").input_model
+    echo, stream = app.get("echo"), app.get("stream")
+    assert echo is not None and stream is not None
+    echo_handler, stream_handler = echo.handler, stream.handler
+    model = echo.input_model
 
     async def bare_echo():
         return await echo_handler(model(text="hi"), None)
@@ -139,8 +141,10 @@ async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
         )
 
     # A sync generator against iterating the same generator on the loop thread, in this run
-    sync_handler = app.get("sync_flood").handler
-    flood_input = app.get("sync_flood").input_model(n=sync_yields)
+    sync_flood = app.get("sync_flood")
+    assert sync_flood is not None
+    sync_handler = sync_flood.handler
+    flood_input = sync_flood.input_model(n=sync_yields)
     start = time.perf_counter()
     for _ in sync_handler(flood_input, None):
         pass
@@ -174,11 +178,11 @@ async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
     in_flight = 2000
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    calls = [app.start("stuck") for _ in range(in_flight)]
+    stuck_calls = [app.start("stuck") for _ in range(in_flight)]
     await anyio.wait_all_tasks_blocked()
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    for call in calls:
+    for call in stuck_calls:
         call.cancel()
     await app.wait_background()
     rows.append(

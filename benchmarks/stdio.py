@@ -331,8 +331,8 @@ def main(args: argparse.Namespace) -> None:
 
     print("### Anchor: the seed framework (not run here)\n")
     print("| framework | echo p50 ms | calls/s, 32 in flight |\n|---|---:|---:|")
-    for label, (p50, rate) in ANCHORS.items():
-        print(f"| {label} | {p50:.3f} | {rate:,} |")
+    for label, (p50, anchor_rate) in ANCHORS.items():
+        print(f"| {label} | {p50:.3f} | {anchor_rate:,} |")
     print()
     names = list(SERVERS)
     for era in (LEGACY, MODERN):

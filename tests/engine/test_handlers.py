@@ -125,26 +125,21 @@ async def test_context_carries_signal_ids_tool_app_and_factory_state(app):
 @pytest.mark.parametrize("kind", ["async", "async_gen", "sync", "sync_gen"])
 async def test_tool_error_and_unexpected_exceptions_for_every_kind(app, kind):
     def make(exc):
-        if kind == "async":
+        async def plain(input, ctx):
+            raise exc
 
-            async def h(input, ctx):
-                raise exc
-        elif kind == "async_gen":
+        async def async_gen(input, ctx):
+            yield progress(1)
+            raise exc
 
-            async def h(input, ctx):
-                yield progress(1)
-                raise exc
-        elif kind == "sync":
+        def sync(input, ctx):
+            raise exc
 
-            def h(input, ctx):
-                raise exc
-        else:
+        def sync_gen(input, ctx):
+            yield progress(1)
+            raise exc
 
-            def h(input, ctx):
-                yield progress(1)
-                raise exc
-
-        return h
+        return {"async": plain, "async_gen": async_gen, "sync": sync, "sync_gen": sync_gen}[kind]
 
     app.f.action("refused").handle(
         make(ToolError("NOT_FOUND", "Invoice 7 does not exist.", recovery="Check the id.", details={"id": 7}))

@@ -149,24 +149,22 @@ async def test_middleware_order_and_presenter_apply_to_every_kind(app, kind):
         return middleware
 
     app.use(mw("app"))
-    if kind == "async":
 
-        async def handler(input, ctx):
-            return sorted(ctx.state)
-    elif kind == "async_gen":
+    async def plain(input, ctx):
+        return sorted(ctx.state)
 
-        async def handler(input, ctx):
-            yield progress(50)
-            yield respond(sorted(ctx.state))
-    elif kind == "sync":
+    async def async_gen(input, ctx):
+        yield progress(50)
+        yield respond(sorted(ctx.state))
 
-        def handler(input, ctx):
-            return sorted(ctx.state)
-    else:
+    def sync(input, ctx):
+        return sorted(ctx.state)
 
-        def handler(input, ctx):
-            yield progress(50)
-            return sorted(ctx.state)
+    def sync_gen(input, ctx):
+        yield progress(50)
+        return sorted(ctx.state)
+
+    handler = {"async": plain, "async_gen": async_gen, "sync": sync, "sync_gen": sync_gen}[kind]
 
     app.f.action("t").use(mw("tool1")).use(mw("tool2")).present(lambda value: "state: " + ", ".join(value)).handle(
         handler

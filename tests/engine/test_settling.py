@@ -444,7 +444,8 @@ async def grace_scenario(
     await entered.wait()
     aborted_at = time.monotonic()
     assert call.cancel()
-    assert (await run_to_result(call)).error.code == CANCELLED  # the answer never waits for cleanup
+    result = await run_to_result(call)
+    assert result.error is not None and result.error.code == CANCELLED  # the answer never waits for cleanup
 
     def overdue() -> list[logging.LogRecord]:
         return [r for r in engine_records(caplog, logging.WARNING) if "tidy" in r.getMessage()]
@@ -532,7 +533,8 @@ async def test_7_an_exception_raised_in_cleanup_after_an_abort_is_logged(
         call = await start_inline(group, app, app.request("messy")) if mode == "inline" else app.start("messy")
         await until(stuck.is_set)
         assert call.cancel()
-    assert (await run_to_result(call)).error.code == CANCELLED
+    result = await run_to_result(call)
+    assert result.error is not None and result.error.code == CANCELLED
     assert await app.wait_background(5)
     logged = [
         r

@@ -93,13 +93,15 @@ class Wire:
         self.session: dict[str, str] = {}
         self.streams = contextlib.AsyncExitStack()
 
-    async def post(self, body: Any = None, *, content: bytes | None = None, **headers: str | None) -> httpx.Response:
-        """POST ``body`` (JSON) or ``content`` with the default headers, the session's, then ``headers``."""
+    async def post(self, body: Any = None, /, **headers: str | None) -> httpx.Response:
+        """POST ``body`` as JSON with the default headers, the session's, then ``headers``."""
+        return await self.post_bytes(json.dumps(body).encode(), **headers)
+
+    async def post_bytes(self, content: bytes, /, **headers: str | None) -> httpx.Response:
+        """POST ``content`` as it is with the default headers, the session's, then ``headers``."""
         session = {} if headers.get("MCP-Protocol-Version") == MODERN else self.session  # 2026 has none
         merged = {**JSON_HEADERS, **session, **headers}
         sent = {key: value for key, value in merged.items() if value is not None}
-        if content is None:
-            content = json.dumps(body).encode()
         response = await self.http.post(self.url, content=content, headers=sent)
         self.seen.append(observe(response))
         return response
@@ -119,8 +121,8 @@ class Wire:
 
     async def get_stream(self, **headers: str | None) -> httpx.Response:
         """Open a ``GET`` and keep it open until the sequence ends; its head is observed."""
-        sent = {"Accept": "text/event-stream", **self.session, **headers}
-        sent = {key: value for key, value in sent.items() if value is not None}
+        wanted = {"Accept": "text/event-stream", **self.session, **headers}
+        sent = {key: value for key, value in wanted.items() if value is not None}
         response = await self.streams.enter_async_context(self.http.stream("GET", self.url, headers=sent))
         streaming = response.headers.get("content-type", "").startswith("text/event-stream")
         if not streaming:
@@ -203,19 +205,19 @@ async def content_types(wire: Wire) -> None:
         "Application/JSON",
         "application/json, text/plain",
     ):
-        await wire.post(content=body, **{"Content-Type": content_type})
+        await wire.post_bytes(body, **{"Content-Type": content_type})
     modern_body = json.dumps(modern_request("tools/list", 3)).encode()
     for content_type in ("text/plain", "application/json-rpc", "application/json; charset=utf-8"):
-        await wire.post(content=modern_body, **modern("tools/list"), **{"Content-Type": content_type})
+        await wire.post_bytes(modern_body, **modern("tools/list"), **{"Content-Type": content_type})
 
 
 @sequence
 async def bodies(wire: Wire) -> None:
     await wire.open_session()
-    await wire.post(content=b"{not json")
+    await wire.post_bytes(b"{not json")
     await wire.post({"jsonrpc": "2.0", "nothing": "here"})
     await wire.post([request("ping", 2)])
-    await wire.post(content=b"{not json", **modern("tools/list"))
+    await wire.post_bytes(b"{not json", **modern("tools/list"))
     await wire.post({"jsonrpc": "2.0", "nothing": "here"}, **modern("tools/list"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from fusion_mcp_testapp import make_app
@@ -10,7 +11,7 @@ from fusion_mcp_testapp import make_app
 from fusion_nb import Fusion
 from fusion_nb.mcp import HttpOptions, ServerOptions, http_app, mcp_server
 
-BAD = [
+BAD: list[tuple[dict[str, Any], str]] = [
     ({"body_timeout": 0}, "body_timeout must be a positive number of seconds, got 0"),
     ({"body_timeout": float("inf")}, "body_timeout must be a positive number of seconds, got inf"),
     ({"max_body_bytes": 0}, "max_body_bytes must be a positive number of bytes, got 0"),

@@ -16,6 +16,7 @@ defects issue 10 fixes; this soak is where the fixes are proven together.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -149,6 +150,19 @@ TOOLS = ["async_limited", "sync_ignorer", "sync_steps", "timed", "raising_cleanu
 FINAL = {"done", "failed", "cancelled", "timed out"}
 
 
+def _record_final(seen: list[Any], call: Any) -> None:
+    """A call listener: note the call's status once it is final."""
+    if call.status in FINAL:
+        seen.append(call.status)
+
+
+def _error_code(result: Any) -> str:
+    """The error code of a failed call's result, from its structured content."""
+    structured = result.structured_content
+    assert structured is not None, result
+    return str(structured["error"]["code"])
+
+
 async def _run_inline(group: anyio.abc.TaskGroup, app: Any, tool: str) -> Any:
     """``app.run`` a call of ``tool`` in a task of ``group``; its ``Call``, once the run has begun."""
     args: dict[str, Any] = {}  # this call's own (its identity finds the call among concurrent ones)
@@ -214,7 +228,7 @@ async def test_engine_fault_soak(budget: Budget, caplog: pytest.LogCaptureFixtur
             # inline: run by a task of its own (``app.run``), as a transport runs it
             call = await _run_inline(runs, app, tool) if inline else app.start(tool, {})
             seen = results.setdefault(f"{index}:{call.id}", [])
-            call.watch(lambda c, seen=seen: seen.append(c.status) if c.status in FINAL else None)
+            call.watch(functools.partial(_record_final, seen))
             if call.settled:
                 seen.append(call.status)
             with anyio.move_on_after(15) as deadline:
@@ -239,7 +253,7 @@ async def test_engine_fault_soak(budget: Budget, caplog: pytest.LogCaptureFixtur
                 never_settled.append(f"{tool} #{call.id} ({route}, inline={inline}): {call.status}")
                 return
             first = call.result
-            outcomes[result.structured_content["error"]["code"] if result.is_error else "ok"] += 1
+            outcomes[_error_code(result) if result.is_error else "ok"] += 1
             assert first is result, "a call's result changed after it settled"
 
     with anyio.fail_after(120):
