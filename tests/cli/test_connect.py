@@ -304,6 +304,10 @@ async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
                     types.CallToolResult,
                 )
             assert "relays MCP tasks only for 2026-07-28 hosts" in str(refused.value)
+            with pytest.raises(MCPError) as polled:
+                request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=tasks.created[0]))
+                await legacy.session.send_request(request, types.GetTaskResult)
+            assert "relays MCP tasks only for 2026-07-28 hosts" in str(polled.value)
 
 
 def dict_adapter():
