@@ -20,6 +20,14 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   the ``subscriptions/listen`` stream it opened on the bridge. A lost upstream stream is
   re-opened, and the host is told the list may have changed (what happened meanwhile is
   not replayed).
+* Tasks (``io.modelcontextprotocol/tasks``) pass through for a 2026-07-28 host when
+  the upstream advertises them: the bridge advertises them too, forwards an opted-in
+  ``tools/call`` (its client capabilities naming the extension, ``_restamped``) and
+  returns the upstream's task answer unchanged (its client's claim, ``_tasks_claim``,
+  never polls), and relays ``tasks/get``, ``tasks/list``, ``tasks/cancel`` and
+  ``tasks/update`` as they came. A 2025-11-25 host's ``params.task`` is refused in one
+  sentence: the SDK client validates a 2025 ``tools/call`` answer as a ``CallToolResult``
+  (claims are inactive there), so a ``CreateTaskResult`` cannot come back through it.
 * The upstream failing under a call (its POST refused, or cut before any answer)
   answers that call with one sentence, and the bridge's later requests too: the SDK's
   client leaves such a request unanswered for ever and stops sending (``_watching_transport``).
@@ -54,14 +62,16 @@ import dataclasses
 import os
 import sys
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
+import pydantic
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..mcp.client_config import TOKEN_ENV
+from ..mcp.tasks_client import EXTENSION as TASKS_EXTENSION
 from .errors import CliError
 from .service import log_to_stderr as log
 
@@ -160,6 +170,7 @@ async def bridge(
                 outgoing=_HostStamp,
                 client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
                 elicitation_callback=_forward_elicitation,
+                extensions=[_tasks_claim()],
                 message_handler=relay.on_upstream_message,
             ) as client:
                 relay.client = client
@@ -177,6 +188,8 @@ async def bridge(
     try:
         async with anyio.create_task_group() as group:
             await group.start(upstream)
+            if relay.modern_tasks():
+                server.extensions[TASKS_EXTENSION] = {}  # declared to the host exactly when the upstream declares it
             if streams is not None:
                 await server.run(*streams, server.create_initialization_options())
             else:
@@ -270,6 +283,13 @@ class _Relay:
             self.client is None or self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS
         ):
             await self.tools_changed()
+
+    def modern_tasks(self) -> bool:
+        """Whether the upstream speaks 2026-07-28 and advertises the tasks extension (so the bridge can too)."""
+        if self.client is None or self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        declared = self.client.server_capabilities.extensions or {}
+        return TASKS_EXTENSION in declared
 
     async def follow_upstream(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Keep a 2026-07-28 ``subscriptions/listen`` stream open upstream, for as long as the bridge runs.
@@ -380,17 +400,7 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
         forwarded = _Forwarded(ctx, params.name)
         async with _forwarding(forwarded):
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                # the host drives the rounds; the upstream's sealed state passes through untouched
-                return await relay.forward(
-                    lambda: relay.client.session.call_tool(
-                        params.name,
-                        params.arguments,
-                        progress_callback=on_progress,
-                        input_responses=params.input_responses,
-                        request_state=params.request_state,
-                        allow_input_required=True,
-                    )
-                )
+                return await _modern_call(relay, ctx, params)
             try:
                 return await relay.forward(
                     lambda: relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
@@ -416,8 +426,143 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
         on_call_tool=call_tool,
         on_subscriptions_listen=ListenHandler(relay.bus),
     )
-    server.middleware = []  # the SDK's only default is its OpenTelemetry spans (as fusion_nb.mcp: off)
+    server.middleware = [
+        _TaskRelay(relay)
+    ]  # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp)
+    for method in ("tasks/get", "tasks/list", "tasks/cancel", "tasks/update"):
+        server.add_request_handler(method, _OpenParams, _task_request(relay, method))
     return server, relay
+
+
+class _OpenParams(types.RequestParams):
+    """Params relayed as they came: every field the host sent, known to the SDK or not, goes upstream."""
+
+    model_config = pydantic.ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _Relayed(types.Request[_OpenParams, str]):
+    """A host's ``tasks/*`` request sent upstream unchanged (the SDK has no models of the 2026 draft's)."""
+
+    method: str
+    params: _OpenParams
+
+
+class _TaskCreated(types.Result):
+    """The upstream's ``resultType: "task"`` answer, every field kept, to hand to the host unchanged."""
+
+    model_config = pydantic.ConfigDict(extra="allow", populate_by_name=True)
+    result_type: Literal["task"] = "task"
+
+
+def _tasks_claim() -> Any:
+    """The bridge client's tasks extension: it claims the upstream's task answer and returns it as it is.
+
+    Without a registered claim the SDK client rejects a ``resultType: "task"`` answer;
+    this one never polls (the host does, through the bridge's ``tasks/*`` handlers).
+    """
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+
+    async def unresolved(created: _TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
+        raise RuntimeError("the bridge passes task answers to its host; it never resolves them itself")
+
+    class PassThrough(ClientExtension):
+        """``io.modelcontextprotocol/tasks``, declared upstream only for a host that declared it (``_restamped``)."""
+
+        identifier = TASKS_EXTENSION
+
+        def claims(self) -> list[ResultClaim[Any]]:
+            return [ResultClaim(result_type="task", model=_TaskCreated, resolve=unresolved)]
+
+    return PassThrough()
+
+
+#: the upstream's answer to a relayed request, kept as the JSON it was
+_RAW_RESULT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
+
+#: why a 2025-11-25 host gets no tasks through the bridge (the SDK client's public API cannot carry them)
+LEGACY_TASKS_REFUSED = (
+    "fusion-nb connect relays MCP tasks only for 2026-07-28 hosts (a 2025-11-25 task cannot pass through "
+    "the SDK client); call the tool without params.task, or connect to the server's URL directly"
+)
+
+
+def _host_opted_in(ctx: Any) -> bool:
+    """Whether this 2026 request's own client capabilities carry the tasks extension."""
+    declared = ctx.session.client_capabilities
+    return TASKS_EXTENSION in ((declared.extensions if declared is not None else None) or {})
+
+
+def _task_request(relay: _Relay, method: str) -> Any:
+    """The bridge's handler of one ``tasks/*`` method: relayed upstream unchanged, or refused in one sentence.
+
+    No read timeout of the bridge's own: the SDK client's default is none, so a
+    request waits as long as the upstream takes to answer it.
+    """
+
+    async def handle(ctx: Any, params: _OpenParams) -> dict[str, Any]:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(types.INVALID_REQUEST, LEGACY_TASKS_REFUSED)
+        if not relay.modern_tasks():
+            raise MCPError(types.METHOD_NOT_FOUND, f"the server behind this bridge has no {method}")
+        request = _Relayed(method=method, params=params)
+        async with _forwarding(_Forwarded(ctx)):
+            result: dict[str, Any] = await relay.forward(
+                lambda: relay.client.session.send_request(request, _RAW_RESULT)
+            )
+        return result
+
+    return handle
+
+
+class _TaskRelay:
+    """The bridge's middleware: a task-augmented ``tools/call`` goes upstream and its task answer comes back as is.
+
+    A middleware, not the ``tools/call`` handler: a task answer is not a
+    ``CallToolResult``, and the SDK sieves what that handler returns.
+    """
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay = relay
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        """Relay an opted-in 2026 call with ``allow_claimed``; refuse a 2025 ``params.task``; pass the rest on."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            if params.get("task") is not None:
+                raise MCPError(types.INVALID_PARAMS, LEGACY_TASKS_REFUSED)
+            return await call_next(ctx)
+        if not (_host_opted_in(ctx) and self.relay.modern_tasks()):
+            return await call_next(ctx)
+        call = types.CallToolRequestParams.model_validate(params, by_name=False)
+        async with _forwarding(_Forwarded(ctx, call.name)):
+            result = await _modern_call(self.relay, ctx, call, claimed=True)
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def _modern_call(relay: _Relay, ctx: Any, params: types.CallToolRequestParams, *, claimed: bool = False) -> Any:
+    """A 2026 host's call upstream, its progress reported to the host.
+
+    The host drives the input rounds; the upstream's sealed state passes through
+    untouched. ``claimed``: a task answer comes back as the parsed claim, for a host
+    that opted into tasks (otherwise the SDK client raises on it).
+    """
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return await relay.forward(
+        lambda: relay.client.session.call_tool(
+            params.name,
+            params.arguments,
+            progress_callback=on_progress,
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+            allow_input_required=True,
+            allow_claimed=claimed,
+        )
+    )
 
 
 async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
@@ -536,6 +681,14 @@ def _restamped(item: Any, ctx: Any) -> Any:
         capabilities.pop("elicitation", None)
     else:
         capabilities["elicitation"] = elicitation.model_dump(by_alias=True, mode="json", exclude_none=True)
+    extensions = dict(capabilities.get("extensions") or {})
+    extensions.pop(TASKS_EXTENSION, None)  # the bridge's claim: declared only for a host that declared it
+    if declared is not None and TASKS_EXTENSION in (declared.extensions or {}):
+        extensions[TASKS_EXTENSION] = declared.extensions[TASKS_EXTENSION]
+    if extensions:
+        capabilities["extensions"] = extensions
+    else:
+        capabilities.pop("extensions", None)
     meta[types.CLIENT_CAPABILITIES_META_KEY] = capabilities
     client_params = ctx.session.client_params
     if client_params is not None:

@@ -13,6 +13,7 @@ import sys
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters, types
+from mcp.shared.exceptions import MCPError
 from served import REPO, cli_env, run_cli, served
 
 sys.path.insert(0, str(REPO / "tests" / "mcp"))  # the shared loopback forwarder
@@ -249,3 +250,68 @@ async def test_a_call_in_flight_is_answered_when_the_upstream_dies(era, tmp_path
     (answer,) = outcome
     text = answer.content[0].text if isinstance(answer, types.CallToolResult) else str(answer)
     assert "upstream" in text.lower(), text
+
+
+async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
+    """The SDK client with ``TasksExtension`` through ``fusion-nb connect``: a 3 s job outlives 1 s timeouts,
+    its task is listed, a required-task tool is cancelled (its cleanup runs upstream), a 2025 host is refused.
+    """
+    from fusion_nb.mcp.tasks_client import EXTENSION, TasksExtension
+
+    mark = tmp_path / "mark"
+    tasks_env = {"PYTHONPATH": f"{REPO / 'tests' / 'mcp'}:{REPO}"}
+    async with served("tasks_app:app", env=tasks_env) as server:
+        tasks = TasksExtension()
+        async with bridged(server.url, server.token, "2026", extensions=[tasks], read_timeout_seconds=1) as client:
+            assert EXTENSION in (client.server_capabilities.extensions or {})
+            answer = await client.call_tool("train", {"seconds": 3})
+            assert answer.content[0].text == "trained for 3.0 s" and not answer.is_error
+            assert tasks.seen[-1] == "completed" and "working" in tasks.seen
+            listed = await client.session.send_request(
+                types.ListTasksRequest(params=types.PaginatedRequestParams()), dict_adapter()
+            )
+            assert [tasks.created[0], "completed"] in [[task["taskId"], task["status"]] for task in listed["tasks"]]
+
+            async with anyio.create_task_group() as group:
+                stuck = TasksExtension()
+                async with bridged(server.url, server.token, "2026", extensions=[stuck]) as other:
+
+                    async def call() -> None:
+                        result = await other.call_tool("stuck", {"mark": str(mark)})
+                        stuck.seen.append(f"ended {result.is_error}")
+
+                    group.start_soon(call)
+                    with anyio.fail_after(10):
+                        task_id = await stuck.started()
+                    await TasksExtension.cancel(other.session, task_id)
+                    with anyio.fail_after(5):
+                        while not mark.exists():
+                            await anyio.sleep(0.02)
+                    with anyio.fail_after(10):
+                        while "cancelled" not in stuck.seen:
+                            await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()
+            assert mark.read_text() == "cleaned"
+
+        async with bridged(server.url, server.token, "2025") as legacy:
+            with pytest.raises(MCPError) as refused:
+                await legacy.session.send_request(
+                    types.CallToolRequest(
+                        params=types.CallToolRequestParams(
+                            name="train", arguments={"seconds": 1}, task=types.TaskMetadata(ttl=60000)
+                        )
+                    ),
+                    types.CallToolResult,
+                )
+            assert "relays MCP tasks only for 2026-07-28 hosts" in str(refused.value)
+            with pytest.raises(MCPError) as polled:
+                request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=tasks.created[0]))
+                await legacy.session.send_request(request, types.GetTaskResult)
+            assert "relays MCP tasks only for 2026-07-28 hosts" in str(polled.value)
+
+
+def dict_adapter():
+    """A result type that keeps the answer as the JSON it was (the SDK has no 2026 ``tasks/list`` model)."""
+    import pydantic
+
+    return pydantic.TypeAdapter(dict)

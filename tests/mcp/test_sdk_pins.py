@@ -30,6 +30,9 @@ SDK_PACKAGES = ("mcp", "mcp_types")
 
 SDK_NAMES = frozenset(
     {
+        "mcp.client.extension:ClaimContext",
+        "mcp.client.extension:ClientExtension",
+        "mcp.client.extension:ResultClaim",
         "mcp.client.streamable_http:streamable_http_client",
         "mcp.client.subscriptions:ListenNotSupportedError",
         "mcp.server.auth.middleware.auth_context:auth_context_var",
