@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from ..engine import App, CatalogChange, Prompt, Resource, ToolError, image_type, present, spawn
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedBus
-from .rich import Limits, figure_png, pil_image
+from .rich import Limits, figure_png, limits_for, pil_image
 
 log = logging.getLogger("fusion_nb")
 RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource URI
@@ -65,7 +65,7 @@ class Subscribers:
 def serve_catalog(server: Any, app: App, bus: ToolsChangedBus, limits: Limits | None = None) -> None:
     """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``."""
     catalog = app.catalog
-    limits = limits or Limits()
+    limits = limits or limits_for(app.answer_limits)
     subscribers = Subscribers()
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
@@ -191,7 +191,7 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
     image = sys.modules.get("PIL.Image")
     if image is not None and isinstance(value, image.Image):
         return [_blob(uri, pil_image(value, limits, f"image {value.width}x{value.height} px"))]
-    content, structured = present(value)
+    content, structured = present(value, limits.answer())
     if structured is not None:
         text = json.dumps(structured, default=str, ensure_ascii=False)
         return [{"uri": uri, "mimeType": "application/json", "text": text}]
