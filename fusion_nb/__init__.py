@@ -11,8 +11,8 @@ from pathlib import Path as _Path
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._checkout import map_checkout_widgets as _map_checkout_widgets
-from .engine import App as _App
 from .engine import (
+    AnswerLimits,
     Call,
     CallResult,
     Context,
@@ -28,6 +28,7 @@ from .engine import (
     require_input,
     respond,
 )
+from .engine import App as _App
 from .mcp.options import HttpOptions as _HttpOptions
 from .mcp.options import ServerOptions as _ServerOptions
 from .mcp.options import with_options as _with_options
@@ -43,7 +44,8 @@ class Fusion(_App):
     """An app: a registry of tools (``app.f``), the engine running their calls, and its MCP faces.
 
     ``Fusion(name, version=..., instructions=..., middleware=..., context_factory=...,
-    grace=..., max_rounds=..., input_channel=...)``; see the engine for each option.
+    grace=..., max_rounds=..., input_channel=..., answer_limits=AnswerLimits(max_bytes=..., max_side=...))``;
+    see the engine for each option (every answer is bounded: 1 MiB and 1568 px by default).
     """
 
     @_with_options(_ServerOptions)
@@ -77,6 +79,7 @@ f = default_app.f
 __version__ = _metadata.version("fusion-nb")
 
 __all__ = [
+    "AnswerLimits",
     "Call",
     "CallResult",
     "Context",

@@ -40,7 +40,16 @@ from ._interactive import (
 )
 from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
-from ._present import Presented, RichPresenter, image_type, present, use_presenter
+from ._present import (
+    DEFAULT_LIMITS,
+    AnswerLimits,
+    Presented,
+    RichPresenter,
+    answer_limits,
+    image_type,
+    present,
+    use_presenter,
+)
 from ._request import CallRequest
 from ._result import CallResult
 from ._signal import AbortSignal
@@ -51,6 +60,7 @@ from ._tool import BoundTool, Tool
 __all__ = [
     "CANCELLED",
     "DECLINED",
+    "DEFAULT_LIMITS",
     "DEFER",
     "ELICITATION_ROUNDS_EXCEEDED",
     "ELICITATION_UNSUPPORTED",
@@ -62,6 +72,7 @@ __all__ = [
     "UNKNOWN_TOOL",
     "AbortSignal",
     "Aborted",
+    "AnswerLimits",
     "App",
     "AskField",
     "Backend",
@@ -101,6 +112,7 @@ __all__ = [
     "Tool",
     "ToolBuilder",
     "ToolError",
+    "answer_limits",
     "ask",
     "current_backend",
     "enable_job_tools",

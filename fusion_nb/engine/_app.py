@@ -20,6 +20,7 @@ from ._channel import InputChannel, NoChannel, ScriptedAnswers
 from ._errors import ToolError, internal_error, new_error_id, unknown_tool
 from ._interactive import InputRequest
 from ._middleware import Middleware
+from ._present import DEFAULT_LIMITS, AnswerLimits
 from ._request import CallRequest, bad_request
 from ._result import CallResult
 from ._runner import Runner, RunSettings, ToolPlan
@@ -99,8 +100,10 @@ class App:
     ``ctx.state``, ``grace`` (seconds after which an aborted call's unfinished cleanup
     is reported, and ``aclose`` stops waiting), ``max_rounds`` (input rounds per
     call), ``input_channel`` (who answers input requests when a call names nobody)
-    and ``max_abandoned_threads`` (sync bodies left running by aborted calls before
-    their tools refuse new calls).
+    ``max_abandoned_threads`` (sync bodies left running by aborted calls before
+    their tools refuse new calls) and ``answer_limits`` (how large an answer may get:
+    ``AnswerLimits(max_bytes=1 << 20, max_side=1568)`` by default; every answer over it
+    is cut, saying what was cut).
     """
 
     def __init__(
@@ -115,8 +118,13 @@ class App:
         max_rounds: int = 8,
         input_channel: InputChannel | None = None,
         max_abandoned_threads: int = 4,
+        answer_limits: AnswerLimits | None = None,
     ) -> None:
+        if answer_limits is not None and not isinstance(answer_limits, AnswerLimits):
+            raise TypeError(f"answer_limits must be an AnswerLimits, not {type(answer_limits).__name__}.")
         self.name = name
+        #: how large an answer may get (read wherever a value is presented)
+        self.answer_limits: AnswerLimits = answer_limits or DEFAULT_LIMITS
         #: the version servers announce (default: the installed fusion-nb's)
         self.version = version or _installed_version()
         self.instructions = instructions

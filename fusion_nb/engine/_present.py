@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -13,6 +15,32 @@ from pydantic import BaseModel
 Presented = tuple[list[dict[str, Any]], dict[str, Any] | None]
 #: presents a value the engine knows nothing about, or declines with ``None``
 RichPresenter = Callable[[Any], Presented | None]
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLimits:
+    """How large an app's answers may get: ``max_bytes`` for the whole answer (UTF-8, base64
+    counted), ``max_side`` px for an image's longest side (``App(answer_limits=...)``)."""
+
+    max_bytes: int = 1 << 20
+    max_side: int = 1568
+
+    def __post_init__(self) -> None:
+        for name, least in (("max_bytes", 1024), ("max_side", 16)):
+            value = getattr(self, name)
+            if type(value) is not int or value < least:
+                raise ValueError(f"AnswerLimits {name} must be a whole number of at least {least}, not {value!r}.")
+
+
+#: the bound of an app that names none: 1 MiB, images at most 1568 px on their longest side
+DEFAULT_LIMITS = AnswerLimits()
+_current: ContextVar[AnswerLimits] = ContextVar("answer_limits", default=DEFAULT_LIMITS)
+
+
+def answer_limits() -> AnswerLimits:
+    """The bound of the answer being presented (a rich presenter reads it per call)."""
+    return _current.get()
+
 
 #: installed rich presenters, the latest last (it is asked first)
 _rich: list[RichPresenter] = []
@@ -58,22 +86,51 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def present(value: Any) -> Presented:
-    """Return ``(content, structured_content)`` for a response value."""
-    if isinstance(value, str):  # the common answer first
-        return [text(value)], None
+def bounded(value: str, limit: int, what: str = "answer", bound: int | None = None) -> str:
+    """``value`` cut to ``limit`` UTF-8 bytes, ending with a sentence saying what was cut (and the ``bound``)."""
+    if len(value) * 4 <= limit:  # (cannot be over: no encoding needed)
+        return value
+    encoded = value.encode()
+    if len(encoded) <= limit:
+        return value
+    kept = encoded[: max(0, limit - 160)].decode(errors="ignore")
+    return (
+        f"{kept}\n… (cut: the {what} is {len(encoded)} bytes, over the {bound or limit}-byte answer bound; "
+        f"the first {len(kept)} of its {len(value)} characters are shown.)"
+    )
+
+
+def _json(dumped: str, structured: dict[str, Any], limits: AnswerLimits) -> Presented:
+    """JSON as text plus structured content, both within the bound; else the text alone, cut."""
+    half = limits.max_bytes // 2  # (the text and the structured content are the same JSON)
+    if len(dumped) * 4 <= half or len(dumped.encode()) <= half:
+        return [text(dumped)], structured
+    # (cut to half: a JSON text's quotes are escaped again on the wire)
+    return [text(bounded(dumped, half, "JSON answer", limits.max_bytes) + " Its structured content is left out.")], None
+
+
+def present(value: Any, limits: AnswerLimits = DEFAULT_LIMITS) -> Presented:
+    """Return ``(content, structured_content)`` for a response value, within ``limits``."""
+    if isinstance(value, str):  # the common answer first (a length check is all it pays)
+        if len(value) * 4 <= limits.max_bytes:
+            return [text(value)], None
+        return [text(bounded(value, limits.max_bytes))], None
     if value is None:
         return [], None
     if isinstance(value, BaseModel):  # (its serializer directly: what model_dump_json/model_dump call, at 40%)
         serializer = value.__pydantic_serializer__
-        return [text(serializer.to_json(value).decode())], serializer.to_python(value, mode="json")
+        return _json(serializer.to_json(value).decode(), serializer.to_python(value, mode="json"), limits)
     if isinstance(value, dict):
-        return [text(json.dumps(value, default=str, ensure_ascii=False))], value
+        return _json(json.dumps(value, default=str, ensure_ascii=False), value, limits)
     if isinstance(value, (list, tuple)):
         data = list(value)
-        return [text(json.dumps(data, default=str, ensure_ascii=False))], {"result": data}
+        return _json(json.dumps(data, default=str, ensure_ascii=False), {"result": data}, limits)
     if isinstance(value, (bytes, bytearray, memoryview)):
         blob = bytes(value)
+        if len(blob) * 4 // 3 + 200 > limits.max_bytes:
+            kind = image_type(blob) or "binary data"
+            said = f"({kind} of {len(blob)} bytes: over the {limits.max_bytes}-byte answer bound, not sent.)"
+            return [text(said)], None
         mime = image_type(blob)
         if mime:
             return [{"type": "image", "data": base64.b64encode(blob).decode("ascii"), "mimeType": mime}], None
@@ -89,10 +146,15 @@ def present(value: Any) -> Presented:
         ], None
     if isinstance(value, (bool, int, float)):
         return [text(json.dumps(value))], {"result": value}
-    for rich in reversed(_rich):
-        presented = rich(value)
-        if presented is not None:
-            return presented
+    if _rich:
+        token = _current.set(limits)
+        try:
+            for rich in reversed(_rich):
+                presented = rich(value)
+                if presented is not None:
+                    return presented
+        finally:
+            _current.reset(token)
     for method in ("_repr_markdown_", "_repr_html_"):
         render = getattr(value, method, None)
         if callable(render):
@@ -100,5 +162,5 @@ def present(value: Any) -> Presented:
             if isinstance(rendered, tuple):
                 rendered = rendered[0]
             if isinstance(rendered, str):
-                return [text(rendered)], None
-    return [text(str(value))], None
+                return [text(bounded(rendered, limits.max_bytes))], None
+    return [text(bounded(str(value), limits.max_bytes))], None

@@ -511,7 +511,7 @@ class Runner:
                     f"{model.__name__}: {exc.__class__.__name__}.",
                     recovery="This is a bug in the tool; report it to its author.",
                 ) from None
-        content, structured = present(value)
+        content, structured = present(value, self.settings.app.answer_limits)
         return CallResult(value, content, structured)
 
 

@@ -1,6 +1,6 @@
 """Resources and prompts over MCP: ``resources/*`` and ``prompts/*`` for an app's catalog.
 
-``serve_catalog(server, app, bus)`` registers the handlers on the SDK's low-level server.
+``serve_catalog(server, app, notifier)`` registers the handlers on the SDK's low-level server.
 A resource's value is presented as a tool's answer is (``fusion_nb.mcp.rich``), except
 where a resource has a better file-like form: a DataFrame as CSV (or JSON when the resource
 says ``application/json``), a figure as PNG.
@@ -24,13 +24,13 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from ..engine import App, CatalogChange, Prompt, Resource, ToolError, image_type, present, spawn
 from ._sdk import connection_of, on_connection_close
-from .changes import ToolsChangedBus
-from .rich import Limits, figure_png, pil_image
+from .changes import ToolsChangedNotifier
+from .rich import Limits, figure_png, limits_for, pil_image
 
 log = logging.getLogger("fusion_nb")
 RESOURCE_NOT_FOUND = -32002  # the MCP spec's code for an unknown resource URI
@@ -62,10 +62,11 @@ class Subscribers:
         return [session for session, uris in self._sessions.values() if uri in uris]
 
 
-def serve_catalog(server: Any, app: App, bus: ToolsChangedBus, limits: Limits | None = None) -> None:
-    """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``."""
+def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits: Limits | None = None) -> None:
+    """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``; list changes go out
+    through ``notifier`` (2025 sessions and 2026 listen streams alike), as the tools' do."""
     catalog = app.catalog
-    limits = limits or Limits()
+    limits = limits or limits_for(app.answer_limits)
     subscribers = Subscribers()
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
@@ -115,12 +116,10 @@ def serve_catalog(server: Any, app: App, bus: ToolsChangedBus, limits: Limits | 
 
     def changed(change: CatalogChange) -> None:
         kind, uri = change
-        if kind == "resources":
-            bus.emit(ResourcesListChanged())
-        elif kind == "prompts":
-            bus.emit(PromptsListChanged())
+        if kind in ("resources", "prompts"):
+            notifier.changed(kind)
         elif uri is not None:
-            bus.emit(ResourceUpdated(uri=uri))
+            notifier.bus.emit(ResourceUpdated(uri=uri))
             sessions = subscribers.sessions_for(uri)
             if sessions:  # (their connections run on this loop: a change from elsewhere has none to reach)
                 spawn(functools.partial(_send_updated, sessions, uri), name="fusion-nb resources/updated")
@@ -191,7 +190,7 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
     image = sys.modules.get("PIL.Image")
     if image is not None and isinstance(value, image.Image):
         return [_blob(uri, pil_image(value, limits, f"image {value.width}x{value.height} px"))]
-    content, structured = present(value)
+    content, structured = present(value, limits.answer())
     if structured is not None:
         text = json.dumps(structured, default=str, ensure_ascii=False)
         return [{"uri": uri, "mimeType": "application/json", "text": text}]

@@ -1,4 +1,4 @@
-"""Telling connected clients that the tool list changed.
+"""Telling connected clients that the tool, resource or prompt list changed.
 
 Two eras, two routes:
 
@@ -21,7 +21,13 @@ from typing import Any
 
 import anyio
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
+from mcp.server.subscriptions import (
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from ..engine import spawn
 from ._sdk import connection_of, on_connection_close
@@ -59,14 +65,22 @@ class ToolsChangedBus:
         return unsubscribe
 
 
+#: each list's 2026 event and the handshake session's sender of its ``notifications/*/list_changed``
+_LISTS: dict[str, tuple[Callable[[], ServerEvent], str]] = {
+    "tools": (ToolsListChanged, "send_tool_list_changed"),
+    "resources": (ResourcesListChanged, "send_resource_list_changed"),
+    "prompts": (PromptsListChanged, "send_prompt_list_changed"),
+}
+
+
 class ToolsChangedNotifier:
-    """Fans registry changes out to live handshake sessions and 2026 listen streams."""
+    """Fans tool, resource and prompt list changes out to live handshake sessions and 2026 listen streams."""
 
     def __init__(self) -> None:
         self.bus = ToolsChangedBus()
         self.listen_handler = ListenHandler(self.bus)
         self._sessions: dict[object, ServerSession] = {}  # one per connection (see ``connection_of``)
-        self._scheduled = False
+        self._pending: dict[str, None] = {}  # the lists changed since the last broadcast, in order
 
     def __len__(self) -> int:
         """How many 2025-era connections get ``tools/list_changed`` (one each, however often they said so)."""
@@ -85,23 +99,30 @@ class ToolsChangedNotifier:
         self._sessions[key] = session
         on_connection_close(session, lambda: self._sessions.pop(key, None))
 
-    def changed(self) -> None:
-        """Registry listener: publish to listen streams now, to sessions from a detached task."""
-        self.bus.emit(ToolsListChanged())
-        if not self._sessions or self._scheduled:
+    def changed(self, kind: str = "tools") -> None:
+        """Registry listener (``kind``: tools, resources or prompts): publish to listen streams now,
+        to sessions from a detached task (one notification per list per burst)."""
+        event, _ = _LISTS[kind]
+        self.bus.emit(event())
+        if not self._sessions or kind in self._pending:
             return
         try:
             anyio.get_current_task()
         except Exception:  # no event loop here: nothing is connected through this thread
             return
-        self._scheduled = True
-        spawn(self._broadcast, name="fusion-nb tools/list_changed")
+        scheduled = bool(self._pending)
+        self._pending[kind] = None
+        if not scheduled:
+            spawn(self._broadcast, name="fusion-nb list_changed")
 
     async def _broadcast(self) -> None:
-        self._scheduled = False
+        kinds = list(self._pending)
+        self._pending.clear()
         for key, session in list(self._sessions.items()):
-            try:
-                await session.send_tool_list_changed()
-            except Exception:
-                log.debug("dropping a closed MCP session from tools/list_changed", exc_info=True)
-                self._sessions.pop(key, None)
+            for kind in kinds:
+                try:
+                    await getattr(session, _LISTS[kind][1])()
+                except Exception:
+                    log.debug("dropping a closed MCP session from %s/list_changed", kind, exc_info=True)
+                    self._sessions.pop(key, None)
+                    break

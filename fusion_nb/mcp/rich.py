@@ -18,6 +18,7 @@ This lives in the MCP layer because it produces MCP content; the engine only ask
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import math
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import Presented, use_presenter
+from ..engine import AnswerLimits, Presented, answer_limits, use_presenter
 
 #: a mime bundle: mime type -> data (bytes or base64 text for images, text, or JSON)
 Bundle = Mapping[str, Any]
@@ -61,6 +62,16 @@ class Limits:
     columns: int = 50
     items: int = 100
     cell_chars: int = 80
+
+    def answer(self) -> AnswerLimits:
+        """The engine's bound these limits carry (what ``present`` takes)."""
+        return AnswerLimits(self.max_bytes, self.max_side)
+
+
+@functools.lru_cache(maxsize=16)
+def limits_for(answer: AnswerLimits) -> Limits:
+    """The presenter's limits for an app's ``answer_limits`` (samples at their defaults)."""
+    return Limits(max_bytes=answer.max_bytes, max_side=answer.max_side)
 
 
 def builtin_bundle(value: Any) -> dict[str, Any]:
@@ -98,15 +109,16 @@ class Presenter:
     """The rich presenter ``use_presenter`` installs: by kind first, then through ``formatter``.
 
     A value whose bundle holds nothing but ``text/plain`` is declined (the engine then sends its
-    ``str``, as it always has).
+    ``str``, as it always has). Without ``limits`` it bounds each answer by the calling app's
+    ``answer_limits`` (``answer_limits()``, read per call).
     """
 
     def __init__(self, formatter: Formatter = builtin_bundle, limits: Limits | None = None) -> None:
         self.formatter = formatter
-        self.limits = limits or Limits()
+        self.limits = limits
 
     def __call__(self, value: Any) -> Presented | None:
-        limits = self.limits
+        limits = self.limits or limits_for(answer_limits())
         kind = by_kind(value, limits)
         if kind is not None:
             return kind
@@ -264,8 +276,15 @@ def to_content(bundle: Bundle, limits: Limits) -> Presented:
             except ValueError:
                 data = None
         if data is not None:
-            structured = data if isinstance(data, dict) else {"result": data}
-            content.append(_text(_bounded(json.dumps(data, default=str, ensure_ascii=False), limits.max_bytes // 2)))
+            # (what the image took leaves the rest: the text and the structured content share it)
+            left = limits.max_bytes - sum(len(block.get("data", "")) for block in content) - 1024
+            dumped = json.dumps(data, default=str, ensure_ascii=False)
+            if len(dumped.encode()) <= left // 2:
+                structured = data if isinstance(data, dict) else {"result": data}
+                content.append(_text(dumped))
+            else:
+                cut = _bounded(dumped, max(0, left // 2))  # (its quotes are escaped again on the wire)
+                content.append(_text(f"{cut}\n(the JSON is over the answer bound: its structured content is left out)"))
     for mime in ("text/markdown", "text/latex"):
         if mime in bundle and not structured:
             content.append(_text(_bounded(str(bundle[mime]), limits.max_bytes // 2)))

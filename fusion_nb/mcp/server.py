@@ -97,7 +97,7 @@ class RequestInfo:
 
 
 class FusionServer(Server[Any]):
-    """A low-level ``Server`` whose handshake declares ``tools.listChanged``.
+    """A low-level ``Server`` whose handshake declares ``listChanged`` for tools, resources and prompts.
 
     (The SDK derives capabilities from ``NotificationOptions`` passed at run time,
     and its in-memory and HTTP entries pass none.)
@@ -114,9 +114,10 @@ class FusionServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        """The SDK's options, declaring ``tools.listChanged`` unless told otherwise."""
+        """The SDK's options, declaring ``listChanged`` for tools, resources and prompts unless told otherwise."""
+        every = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            notification_options or every, experimental_capabilities, extensions
         )
 
 
@@ -229,7 +230,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         listing[0] = None
 
     _listen_weakly(app, server, invalidate, notifier.changed)
-    serve_catalog(server, app, notifier.bus)  # resources/* and prompts/* (their changes on the same bus)
+    serve_catalog(server, app, notifier)  # resources/* and prompts/* (their list changes through the same notifier)
     return server
 
 

@@ -105,3 +105,36 @@ async def test_a_prompt_cell_round_trips(kernel):
     assert "prompt   review(function, concern): Review a function." in (await kernel.run("%fusion list")).stdout
     assert "prompt   review(function, concern)" in (await kernel.run("%fusion inspect")).stdout
     await kernel.run("%fusion stop")
+
+
+async def test_a_new_share_and_a_new_prompt_are_announced_to_a_2025_client(kernel):
+    url, token = await serve_table(kernel)
+    heard: list[str] = []
+    arrived = [anyio.Event()]
+    kinds = {types.ResourceListChangedNotification: "resources", types.PromptListChangedNotification: "prompts"}
+
+    async def on_message(message):
+        if type(message) in kinds:
+            heard.append(kinds[type(message)])
+            arrived[0].set()
+
+    async def hear(kind: str) -> None:
+        with anyio.fail_after(20):
+            while kind not in heard:
+                await arrived[0].wait()
+                arrived[0] = anyio.Event()
+        heard.remove(kind)
+
+    async with connect(url, token, mode="legacy", message_handler=on_message) as client:
+        caps = client.server_capabilities
+        assert caps.resources.list_changed is True and caps.prompts.list_changed is True
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["nb://vars/df"]
+        await kernel.run("scores = [1, 2, 3]")
+        shared = await kernel.run("%fusion share scores")
+        assert "Sharing scores as nb://vars/scores." in shared.stdout, shared.stdout
+        await hear("resources")
+        assert "nb://vars/scores" in [str(r.uri) for r in (await client.list_resources()).resources]
+        await kernel.run('%%fusion_prompt review\n"""Review a function."""\nReview {function}.')
+        await hear("prompts")
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["review"]
+    await kernel.run("%fusion stop")
