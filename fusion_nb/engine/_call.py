@@ -51,6 +51,8 @@ class Driver(Protocol):
 
     def abort(self) -> None: ...
 
+    def settled(self, call: Call) -> None: ...
+
 
 _NO_LISTENERS: tuple[Callable[[Call], None], ...] = ()
 
@@ -67,10 +69,8 @@ class Call:
     # Every in-flight call holds one: what most calls never use is made on first use.
     __slots__ = (
         "_driver",
-        "_last_percent",
         "_listeners",
         "_on_progress",
-        "_on_settle",
         "_settled",
         "_stopped",
         "arguments",
@@ -92,7 +92,6 @@ class Call:
         tool: Tool | None,
         call_request: CallRequest,
         driver: Driver | None = None,
-        on_settle: Callable[[Call], None] | None = None,
         result: CallResult | None = None,
     ) -> None:
         self.id = call_id
@@ -112,14 +111,12 @@ class Call:
         self.result: CallResult | None = result
         #: the input request being answered right now (views render it)
         self.request: InputRequest | None = None
-        self._driver = driver
-        self._on_settle = on_settle
+        self._driver = driver  # (told once the call has settled)
         self._listeners: tuple[Callable[[Call], None], ...] | list[Callable[[Call], None]] = _NO_LISTENERS
         self._settled: Event | None = None  # made when somebody waits
         #: whether the handler has really stopped (cleanup included); a call answers before that
         self.body_stopped = result is not None
         self._stopped: Event | None = None
-        self._last_percent = -1.0
 
     @classmethod
     def failed(cls, call_id: str, tool: Tool | None, call_request: CallRequest, error: ToolError) -> Call:
@@ -159,10 +156,9 @@ class Call:
 
     def report(self, event: ProgressEvent) -> None:
         """Forward progress that does not go backwards (equal values pass: a new message)."""
-        percent = event.percent
-        if self.result is not None or percent < self._last_percent or percent != percent:
+        percent, last = event.percent, self.progress
+        if self.result is not None or percent != percent or (last is not None and percent < last.percent):
             return
-        self._last_percent = percent
         self.progress = event
         on_progress = self._on_progress
         if on_progress is not None:
@@ -180,12 +176,12 @@ class Call:
         self.result = result
         self.status = status
         self.request = None
-        self._driver = None  # (the runner points at the call; no cycle outlives settling)
+        driver, self._driver = self._driver, None  # (the runner points at the call; no cycle outlives settling)
         if self._settled is not None:
             self._settled.set()
-        if self._on_settle is not None:
+        if driver is not None:
             try:
-                self._on_settle(self)
+                driver.settled(self)
             except Exception:
                 log.exception("fusion-nb: settling call %s (tool %s) failed", self.id, self.tool_name)
         if self._listeners:

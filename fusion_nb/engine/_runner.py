@@ -198,7 +198,7 @@ class Runner:
         self.plan = plan
         self.settings = settings
         self.channel: InputChannel = request.channel if request.channel is not None else app.input_channel
-        call = self.call = Call(call_id, plan.tool, request, self, settings.forget)
+        call = self.call = Call(call_id, plan.tool, request, self)
         self.ctx = Context(call_id, plan.tool, app, call.signal, state, value)
         self._held: list[Slots] | None = None
         self._turn: tuple[Slots, Event] | None = None
@@ -273,6 +273,10 @@ class Runner:
             worker.cancel()
             self._worker_done = new_event()
             self.settings.workers.spawn(self._watch_cleanup, name=f"fusion-nb cleanup watch {self.plan.tool.name}")
+
+    def settled(self, call: Call) -> None:
+        """The call has its result: the app forgets it."""
+        self.settings.forget(call)
 
     async def _watch_cleanup(self) -> None:
         """After ``grace``, say once that the aborted body is still cleaning up (never interrupt it)."""

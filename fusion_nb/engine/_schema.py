@@ -114,9 +114,12 @@ def input_validator(tool_name: str, model: type[BaseModel]) -> Callable[[Any], B
     """
     validate = model.__pydantic_validator__.validate_python  # (what ``model_validate`` calls, one frame less)
     walk = _needs_finite_walk(model)
+    empty = _shared_empty(model)
 
     def validated(args: Any) -> BaseModel:
-        if args is None:
+        if args is None or (not args and type(args) is dict):
+            if empty is not None:
+                return empty
             args = {}
         elif not isinstance(args, dict):
             raise ToolError(
@@ -139,6 +142,31 @@ def input_validator(tool_name: str, model: type[BaseModel]) -> Callable[[Any], B
         return value
 
     return validated
+
+
+def _shared_empty(model: type[BaseModel]) -> BaseModel | None:
+    """The one instance every argument-less call of ``model`` gets, when instances cannot differ.
+
+    A model without fields, extra keys, private attributes, validators or a
+    ``model_post_init`` of its own validates ``{}`` to interchangeable instances that
+    refuse attribute assignment; every in-flight call would otherwise hold its own.
+    """
+    if (
+        model.model_fields
+        or model.model_config.get("extra") == "allow"
+        or model.__private_attributes__
+        or model.model_post_init is not BaseModel.model_post_init
+        or any(getattr(model.__pydantic_decorators__, kind) for kind in _VALIDATOR_KINDS)
+    ):
+        return None
+    try:
+        empty: BaseModel = model.__pydantic_validator__.validate_python({})
+    except pydantic.ValidationError:
+        return None
+    return empty
+
+
+_VALIDATOR_KINDS = ("validators", "field_validators", "root_validators", "model_validators", "field_serializers")
 
 
 def invalid_input(tool_name: str, problems: list[str], unread: int = 0) -> ToolError:
