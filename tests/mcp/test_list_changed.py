@@ -17,7 +17,7 @@ from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
 
-KINDS = {
+KINDS: dict[type, str] = {
     types.ResourceListChangedNotification: "resources",
     types.PromptListChangedNotification: "prompts",
     types.ToolListChangedNotification: "tools",
