@@ -152,8 +152,11 @@ def test_the_kernels_error_mapping_keeps_protocol_codes_and_hides_the_rest():
         ("application/json, text/event-stream", (True, True)),
         ("application/json", (True, False)),
         ("text/event-stream", (False, True)),
+        ("text/event-stream;q=0.9", (False, True)),
         ("*/*", (True, True)),
+        ("application/*, text/*", (True, True)),
         ("text/plain", (False, False)),
+        ("", (False, False)),
     ],
 )
 def test_the_transports_accept_reading_is_the_one_the_endpoint_refuses_by(accept, expected):

@@ -17,11 +17,6 @@ import types
 from pathlib import Path
 
 import pytest
-from mcp.server.runner import modern_error_data
-from mcp.server.streamable_http import check_accept_headers
-from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
-from starlette.requests import Request
 
 from fusion_nb.mcp._sdk import SDK_SERIES
 
@@ -112,7 +107,9 @@ SDK_NAMES = frozenset(
 
 #: the pinned names the SDK does not publish, each with the test (in tests/mcp) of what fusion-nb relies on
 UNPUBLISHED = {
-    "mcp.server.runner:modern_error_data": "test_modern_error_data_maps_an_mcp_error_and_hides_any_other",
+    "mcp.server.runner:modern_error_data": (
+        "test_the_kernels_error_mapping_keeps_protocol_codes_and_hides_the_rest"  # (test_sdk_contract.py, via _sdk.py)
+    ),
     "mcp.shared.direct_dispatcher:DIRECT_TRANSPORT_KIND": (
         "test_the_direct_path_reveals_whether_a_progress_callback_was_given"  # (test_sdk_contract.py, via _sdk.py)
     ),
@@ -206,34 +203,3 @@ def test_the_scan_sees_each_kind_of_import(tmp_path):
     )
     assert published("mcp:Client") and published("mcp.server.runner:ServerRunner")
     assert not published("mcp.server.runner:modern_error_data")
-
-
-def test_modern_error_data_maps_an_mcp_error_and_hides_any_other(caplog):
-    """The 2026 endpoint answers a failed request with what this returns, as the SDK's own entries do."""
-    refused = modern_error_data(MCPError(INVALID_PARAMS, "bad arguments", {"field": "x"}))
-    assert (refused.code, refused.message, refused.data) == (INVALID_PARAMS, "bad arguments", {"field": "x"}), (
-        f"{SDK_SERIES} contract broken: modern_error_data no longer keeps an MCPError's code, message and data."
-    )
-    hidden = modern_error_data(RuntimeError("secret internals"))
-    assert (hidden.code, hidden.message) == (INTERNAL_ERROR, "Internal server error"), (
-        f"{SDK_SERIES} contract broken: modern_error_data no longer hides a handler's own exception."
-    )
-
-
-@pytest.mark.parametrize(
-    ("accept", "expected"),
-    [
-        ("application/json, text/event-stream", (True, True)),
-        ("application/json", (True, False)),
-        ("text/event-stream;q=0.9", (False, True)),
-        ("*/*", (True, True)),
-        ("application/*, text/*", (True, True)),
-        ("", (False, False)),
-    ],
-)
-def test_check_accept_headers_reads_json_and_sse_as_the_sdk_transport_does(accept, expected):
-    """The endpoint decides JSON or SSE (and 406) with the SDK's own reading of ``Accept``."""
-    request = Request({"type": "http", "method": "POST", "headers": [(b"accept", accept.encode())]})
-    assert check_accept_headers(request) == expected, (
-        f"{SDK_SERIES} contract changed: check_accept_headers({accept!r}) is no longer {expected}."
-    )
