@@ -2,7 +2,7 @@
 
 ``train`` works ``seconds`` in ten steps with progress; ``stuck`` waits until it is
 cancelled and its cleanup writes "cleaned" to the file named by ``mark``, so a client
-outside the process can see that its cleanup ran.
+outside the process can see that its cleanup ran (the file appears whole, by rename).
 """
 
 from pathlib import Path
@@ -27,4 +27,7 @@ async def stuck(input, ctx):
     try:
         await anyio.sleep_forever()
     finally:
-        Path(input.mark).write_text("cleaned")
+        # Written aside and renamed: the client polls for the file and must never read it half-written.
+        aside = Path(input.mark + ".part")
+        aside.write_text("cleaned")
+        aside.replace(input.mark)
