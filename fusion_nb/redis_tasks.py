@@ -106,8 +106,13 @@ class RedisTasks:
         self._changed_channel = prefix + "changed:"
         self._pending: dict[str, Task] = {}  # local tasks changed since the last write
         self._wake: anyio.Event | None = None  # (made on the loop, in ``running``)
-        self._followers: dict[str, anyio.Event] = {}  # task id -> set on its next change
+        self._followers: dict[str, set[anyio.Event]] = {}  # task id -> the waiters on its next change
         self._quiet_until = 0.0  # (a down store is logged once per 10 s, not per operation)
+
+    @property
+    def waiters(self) -> int:
+        """Waits on other workers' tasks in progress, and changes not yet written (0 when idle: a leak check)."""
+        return sum(len(waiters) for waiters in self._followers.values()) + len(self._pending)
 
     # -- lifetime ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -229,11 +234,16 @@ class RedisTasks:
 
     async def _follow(self, task: Task) -> None:
         """Wait for a copy's next change (or a recheck, for a worker that died silently), then refresh it."""
-        event = self._followers.get(task.id)
-        if event is None:
-            event = self._followers[task.id] = anyio.Event()
-        with anyio.move_on_after(max(0.05, min(task.poll_interval, self.lease / 2))):
-            await event.wait()
+        event = anyio.Event()
+        waiters = self._followers.setdefault(task.id, set())
+        waiters.add(event)
+        try:
+            with anyio.move_on_after(max(0.05, min(task.poll_interval, self.lease / 2))):
+                await event.wait()
+        finally:
+            waiters.discard(event)
+            if not waiters and self._followers.get(task.id) is waiters:
+                del self._followers[task.id]
         record = await self._record(task.id)
         if record is None:
             record = TaskRecord.of(task, self.worker).replace(
@@ -303,8 +313,7 @@ class RedisTasks:
                 continue
             channel = str(message.get("channel", ""))
             if message["type"] == "pmessage":
-                event = self._followers.pop(channel[len(self._changed_channel) :], None)
-                if event is not None:
+                for event in self._followers.pop(channel[len(self._changed_channel) :], ()):
                     event.set()
             elif message["type"] == "message":
                 self._apply(message.get("data"))

@@ -61,8 +61,14 @@ async def two_workers(url: str, *, lease: float = 15.0, cleaned: anyio.Event | N
     for app in (a, b):
         for name, value in bounds.items():
             setattr(tasks_of(app), name, value)
-    async with share_tasks(a, url, lease=lease, worker="a") as store_a, share_tasks(b, url, lease=lease, worker="b"):
+    async with (
+        share_tasks(a, url, lease=lease, worker="a") as store_a,
+        share_tasks(b, url, lease=lease, worker="b") as store_b,
+    ):
         yield tasks_of(a), tasks_of(b), store_a
+        with anyio.fail_after(5):  # every change written, no wait left behind
+            while store_a.waiters or store_b.waiters:
+                await anyio.sleep(0.01)
     for app in (a, b):
         await app.aclose()
         assert app.active_calls == []
