@@ -55,6 +55,8 @@ DEFAULT_LEASE = 15.0
 STOPPED = "The worker running this task stopped."
 """The status message of a task whose worker died."""
 EXPIRED = "The task expired; its result was freed."
+WRITE_INTERVAL = 0.05
+"""Seconds between two writes of one worker's changed tasks (each write carries all of them)."""
 UNAVAILABLE = "TASK_STORE_UNAVAILABLE"
 
 _FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
@@ -157,19 +159,10 @@ class RedisTasks:
     async def add(self, task: Task) -> None:
         """Write a new local task's record and index it; its changes are written from now on."""
         record = TaskRecord.of(task, self.worker)
-        expires = _ms(record.created + record.ttl)
-        owner = self._owner_key + _owner_json(task.owner)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.set(self._task_key + task.id, _dumps(record), px=_ms(record.ttl))
-        pipe.zadd(owner, {task.id: expires})
-        pipe.zadd(self._all_key, {task.id: expires})
-        for key in (owner, self._all_key):  # an index lives as long as its longest-lived task
-            pipe.pexpireat(key, expires, nx=True)
-            pipe.pexpireat(key, expires, gt=True)
         task.watch(self._changed)
-        await self._op(pipe.execute())
+        await self._write([record])
         if (task.status, task.status_message, task.updated) != (record.status, record.status_message, record.updated):
-            self._changed(task)  # it changed while the record was on its way (a write before it was a no-op)
+            self._changed(task)  # it changed while the record was on its way: write the newer state after it
 
     async def fetch(self, task_id: str) -> Task | None:
         """A copy of the task with this id, kept current while a caller waits on it; ``None`` if none."""
@@ -271,9 +264,13 @@ class RedisTasks:
                 self._log_down(error)
                 await anyio.sleep(1)  # (kept pending: written once the store is back)
                 self._wake.set()
+            else:
+                await anyio.sleep(WRITE_INTERVAL)  # coalesce: a burst of progress is one write per task
 
     async def _flush(self) -> None:
         pending, self._pending = self._pending, {}
+        if not pending:
+            return
         try:
             await self._write([TaskRecord.of(task, self.worker) for task in pending.values()])
         except BaseException:
@@ -281,14 +278,31 @@ class RedisTasks:
             raise
 
     async def _write(self, records: list[TaskRecord]) -> None:
-        """Overwrite ``records`` (keeping their expiry; an expired one stays gone) and announce each."""
-        if not records:
-            return
+        """Write ``records`` for the rest of their ttl, index them, announce each; one round trip.
+
+        Every write restores what a Redis restart without persistence lost (the record,
+        its index entries, and this worker's lease with its own tasks), so a restarted
+        Redis is whole again after each running task's next change; an expired task
+        stays gone.
+        """
+        now = time.time()
         pipe = self.redis.pipeline(transaction=False)
+        own = False
         for record in records:
-            pipe.set(self._task_key + record.id, _dumps(record), xx=True, keepttl=True)
+            expires = record.created + record.ttl
+            if expires <= now:
+                continue
+            own = own or record.worker == self.worker
+            pipe.set(self._task_key + record.id, _dumps(record), px=max(1, _ms(expires - now)))
+            for key in (self._owner_key + _owner_json(record.owner), self._all_key):
+                pipe.zadd(key, {record.id: _ms(expires)})
+                pipe.pexpireat(key, _ms(expires), nx=True)  # an index lives as long as its longest-lived task
+                pipe.pexpireat(key, _ms(expires), gt=True)
             pipe.publish(self._changed_channel + record.id, "1")
-        await self._op(pipe.execute())
+        if own:
+            pipe.set(self._lease_key + self.worker, "1", px=_ms(self.lease))
+        if len(pipe):
+            await self._op(pipe.execute())
 
     # -- relaying -----------------------------------------------------------------------------------
     async def _relay(self, task: Task, message: dict[str, Any]) -> None:
@@ -296,9 +310,13 @@ class RedisTasks:
         if record is None or record.status in _FINAL:
             return
         message.update(id=task.id, owner=task.owner)
-        heard = await self._op(self.redis.publish(self._relay_channel + record.worker, json.dumps(message)))
-        if not heard:  # nobody listens on that worker's channel: see whether its lease lapsed
-            await self._alive([record])
+        with anyio.move_on_after(self.timeout):
+            while not await self._op(self.redis.publish(self._relay_channel + record.worker, json.dumps(message))):
+                # nobody heard: the worker died (its lease lapsed: the task fails now), or it is
+                # resubscribing after a Redis restart (its lease stands: try again shortly)
+                if (await self._alive([record]))[0].status in _FINAL:
+                    return
+                await anyio.sleep(0.1)
 
     async def _listen(self, pubsub: Any) -> None:
         """Relays to this worker and change announcements of every task (wakes the copies waited on)."""

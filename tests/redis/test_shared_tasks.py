@@ -21,7 +21,7 @@ from raw_peer import RawError, raw_peer
 from tasks_client import DetailedTask
 
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
-from fusion_nb.engine import InputResponse, TaskStatus, ToolError, tasks_of
+from fusion_nb.engine import InputResponse, TaskStatus, ToolError, enable_job_tools, tasks_of
 from fusion_nb.mcp import mcp_server
 from fusion_nb.redis_tasks import STOPPED, share_tasks, shown_url
 
@@ -158,8 +158,19 @@ async def test_a_store_that_goes_away_is_one_sentence_and_local_tasks_still_answ
         assert down.value.code == "TASK_STORE_UNAVAILABLE"
         assert down.value.message == f"The task store at {redis_server.url} cannot be reached (connection refused)."
         assert a.store.count() == 1 and b.store.count() == 0  # the refused start left nothing behind on B
-        redis_server.start()
-        await a.stop(task)
+        redis_server.start()  # empty: no persistence
+        await a.stop(task)  # a change: A writes the task anew, as it writes every change
+        with anyio.fail_after(10):
+            while (copy := await b.find("alice", task.id)) is None:
+                await anyio.sleep(0.05)
+        assert copy.status == TaskStatus.CANCELLED and [t.id for t in await b.find_all("alice")] == [task.id]
+        later = await a.start("alice", "stuck")  # and relays reach A again (its subscription came back)
+        copy = await b.find("alice", later.id)
+        assert copy is not None
+        await b.stop(copy)
+        with anyio.fail_after(10):
+            await copy.wait()
+        assert copy.status == TaskStatus.CANCELLED
 
 
 async def test_an_unreachable_store_at_the_start_is_one_sentence_without_the_password():
@@ -206,3 +217,22 @@ async def test_both_wires_on_b_serve_a_task_that_runs_on_a(redis_server):
                         break
                     await anyio.sleep(0.02)
         assert detailed.result is not None and detailed.result["content"][0]["text"] == "trained 2 steps"
+
+
+async def test_job_tools_on_b_wait_for_and_cancel_jobs_that_run_on_a(redis_server):
+    cleaned = anyio.Event()
+    async with two_workers(redis_server.url, cleaned=cleaned) as (a, b, _):
+        for tasks in (a, b):
+            enable_job_tools(tasks.app, wait=10)
+        job = await a.start(None, "train", {"steps": 3})
+        waited = await b.app.call("jobs.wait", {"job_id": job.id})
+        assert waited.content[0]["text"] == "trained 3 steps"
+        stuck = await a.start(None, "stuck")
+        while stuck.status_message != "entered":
+            await stuck.wait_change()
+        cancelled = await b.app.call("jobs.cancel", {"job_id": stuck.id})
+        assert cancelled.content[0]["text"] == f'Job {stuck.id} (tool "stuck") is cancelled.'
+        with anyio.fail_after(5):
+            await cleaned.wait()
+        unknown = await b.app.call("jobs.wait", {"job_id": "nope"})
+        assert unknown.is_error and 'There is no job "nope" for this client' in unknown.content[0]["text"]
