@@ -236,3 +236,23 @@ async def test_job_tools_on_b_wait_for_and_cancel_jobs_that_run_on_a(redis_serve
             await cleaned.wait()
         unknown = await b.app.call("jobs.wait", {"job_id": "nope"})
         assert unknown.is_error and 'There is no job "nope" for this client' in unknown.content[0]["text"]
+
+
+async def test_a_2025_client_on_b_answers_the_question_of_a_task_on_a_through_tasks_result(redis_server):
+    asked = []
+
+    def person(method, params):
+        asked.append((method, params["message"], params["_meta"]))
+        return {"action": "accept", "content": {"go": True}}
+
+    async with two_workers(redis_server.url) as (a, b, _):
+        async with (
+            raw_peer(mcp_server(a.app), elicitation={"form": {}}) as on_a,
+            raw_peer(mcp_server(b.app), person, elicitation={"form": {}}) as on_b,
+        ):
+            created = (await on_a.request("tools/call", {"name": "confirm", "arguments": {}, "task": {}}))["task"]
+            with anyio.fail_after(10):
+                final = await on_b.request("tasks/result", {"taskId": created["taskId"]})
+        assert final["content"] == [{"type": "text", "text": "go=True"}]
+        related = {"io.modelcontextprotocol/related-task": {"taskId": created["taskId"]}}
+        assert asked == [("elicitation/create", "Go ahead?", related)]
