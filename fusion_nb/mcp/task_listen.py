@@ -129,6 +129,8 @@ class TaskListenHandler:
                 group.start_soon(stream.pump, watched)
                 result = await self.core(dataclasses.replace(ctx, session=cast("Any", stream)), params)
                 group.cancel_scope.cancel()
+        except BaseExceptionGroup as failed:  # the SDK's refusal (e.g. its stream limit) reaches the client as sent
+            raise failed.exceptions[0] if len(failed.exceptions) == 1 else failed from None
         finally:
             for undo in unwatch:
                 undo()

@@ -18,6 +18,7 @@ import mcp_types as types
 import pytest
 from eras import client_for
 from http_serving import serve
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from tasks_client import Tasks, listen_request
 
@@ -173,6 +174,20 @@ async def test_malformed_task_ids_and_a_missing_extension_get_one_sentence_each(
         assert missing.value.error.data == {
             "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
         }
+    await app.aclose()
+
+
+async def test_the_sdks_own_refusal_reaches_the_client_unchanged_and_nothing_stays_watched():
+    app = job_app()
+    server = mcp_server(app)
+    server.task_listen.core = ListenHandler(InMemorySubscriptionBus(), max_subscriptions=0)
+    task = tasks_of(app).create(None, "forever", {})
+    async with client_for(server, "2026-stream", extensions=[Tasks()]) as client:
+        with pytest.raises(MCPError) as refused, anyio.fail_after(10):
+            await client.session.send_request(listen_request([task.id]), types.SubscriptionsListenResult)
+    assert refused.value.error.message == "Subscription limit reached"
+    assert server.task_listen.watching == 0
+    tasks_of(app).cancel(None, task.id)
     await app.aclose()
 
 
