@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
+import anyio
 import pytest
 from http_serving import serve_asgi
 from node_clients import server_env
@@ -73,3 +74,46 @@ async def test_inspector_cli_calls_a_task_tool_in_both_eras(node, era):
         assert [(task.tool_name, task.status) for task in made] == [("train", "completed")]
     else:
         assert made == [], "a 2025 client that did not ask for a task gets a plain call"
+
+
+def check_listened(seen: dict, other: str) -> None:
+    """What the TypeScript client must hear on its listen stream (``task_listen.mjs``)."""
+    assert seen["extTasks"] == "0.2.2" and seen["created"] == ["task", "task"], seen
+    train, stuck = seen["train"], seen["stuck"]
+    assert seen["accepted"] == [train, stuck] and other not in seen["accepted"], seen["honored"]
+    assert seen["honored"]["toolsListChanged"] is True, seen["honored"]
+    heard = seen["heard"]
+    assert all(h["valid"] and h["subscriptionId"] is not None for h in heard), heard
+    assert {h["taskId"] for h in heard} == {train, stuck}, "nothing of a task it does not own"
+    trained = [h for h in heard if h["taskId"] == train]
+    assert trained[0]["status"] == "working" and trained[-1]["status"] == "completed", trained
+    assert trained[-1]["text"] == "trained for 2.0 s", trained
+    assert any((h["statusMessage"] or "").startswith("step ") for h in trained), trained
+    assert [h["status"] for h in heard if h["taskId"] == stuck][-1] == "cancelled", heard
+    assert seen["closed"] == "local"
+
+
+async def test_typescript_client_listens_for_task_status_over_http(node, tmp_path):
+    from fusion_nb.engine import tasks_of
+
+    other = tasks_of(app).create("another-client", "stuck", {"mark": str(tmp_path / "other")})
+    asgi = http_app(app)
+    async with serve_asgi(asgi, app) as served:
+        mark = str(tmp_path / "mark")
+        out = await run_node(node, "task_listen.mjs", "http", mark, other.id, served.url, served.token)
+        with anyio.fail_after(10):
+            while asgi.server.task_listen.watching:  # the stream closed: its task watches are undone
+                await anyio.sleep(0.01)
+        assert other.status == "working", "another client's task is untouched"
+        tasks_of(app).cancel("another-client", other.id)
+    check_listened(json.loads(out), other.id)
+
+
+async def test_typescript_client_listens_for_task_status_over_stdio(node, tmp_path):
+    command = StdioCommand(
+        argv=[sys.executable, "-u", "-m", "fusion_nb.mcp.stdio", "tasks_app:app"],
+        env={"PYTHONPATH": f"{REPO / 'tests' / 'mcp'}:{REPO}"},
+    )
+    mark = str(tmp_path / "mark")
+    out = await run_node(node, "task_listen.mjs", "stdio", mark, "no-such-task", *command.argv, env=server_env(command))
+    check_listened(json.loads(out), "no-such-task")
