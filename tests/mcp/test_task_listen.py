@@ -2,7 +2,8 @@
 
 A client that lists its task ids in a listen request hears ``notifications/tasks`` (the
 detailed task, as ``tasks/get`` answers it) once at once and on every change: a job to
-``completed`` with its result inlined, a cancel; tool list changes still arrive on the
+``completed`` with its result inlined, a cancel, a question with its input requests
+(answered with ``tasks/update``, the task resumes); tool list changes still arrive on the
 same stream; another token's and unknown ids are left out of the ack; malformed
 ``taskIds`` and a missing extension get one sentence; once the stream closes no task is
 watched any more. In memory on the stdio code path (both backends) and over HTTP.
@@ -20,9 +21,9 @@ from eras import client_for
 from http_serving import serve
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
-from tasks_client import Tasks, listen_request
+from tasks_client import Tasks, UpdateParams, UpdateTask, listen_request
 
-from fusion_nb import Fusion, progress, respond
+from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 from fusion_nb.engine import tasks_of
 from fusion_nb.mcp import mcp_server
 from fusion_nb.mcp.task_listen import MAX_TASK_IDS
@@ -43,6 +44,11 @@ def job_app() -> Fusion:
     @app.f.action("forever").task("required", poll_interval=30).handle
     async def forever(input, ctx):
         await anyio.sleep_forever()
+
+    @app.f.action("confirm").task(poll_interval=30).handle
+    async def confirm(input, ctx):
+        go = read_input("go")
+        return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
 
     return app
 
@@ -87,6 +93,15 @@ async def start_task(client: Any, group: Any, tasks: Tasks, name: str, arguments
     return tasks.created[before]
 
 
+def listen_in(group: Any, client: Any, request: types.SubscriptionsListenRequest) -> None:
+    """Open a listen stream in the background: its answer comes only when the stream ends."""
+
+    async def listen() -> None:
+        await client.session.send_request(request, types.SubscriptionsListenResult)
+
+    group.start_soon(listen)
+
+
 async def watched_by_none(server: Any) -> None:
     """Every task watch is undone once the streams have ended (the server unwinds them at once)."""
     with anyio.fail_after(10):
@@ -101,12 +116,7 @@ async def test_a_listening_client_hears_its_task_work_and_complete_and_tool_chan
         async with anyio.create_task_group() as group:
             task_id = await start_task(client, group, tasks, "report", {"seconds": 1})
 
-            async def listen() -> None:
-                await client.session.send_request(
-                    listen_request([task_id, task_id], toolsListChanged=True), types.SubscriptionsListenResult
-                )
-
-            group.start_soon(listen)
+            listen_in(group, client, listen_request([task_id, task_id], toolsListChanged=True))
             await acks.until(lambda: bool(acks.acks))
             assert accepted(acks.acks[0]) == [task_id] and acks.acks[0].tools_list_changed is True
             assert server.task_listen.watching == 1
@@ -132,10 +142,7 @@ async def test_a_cancel_is_heard_on_the_stream_and_the_watch_ends_with_the_strea
         async with anyio.create_task_group() as group:
             task_id = await start_task(client, group, tasks, "forever", {})
 
-            async def listen() -> None:
-                await client.session.send_request(listen_request([task_id]), types.SubscriptionsListenResult)
-
-            group.start_soon(listen)
+            listen_in(group, client, listen_request([task_id]))
             await acks.until(lambda: bool(acks.acks))
             await tasks.cancel(client.session, task_id)
             with anyio.fail_after(10):
@@ -143,6 +150,35 @@ async def test_a_cancel_is_heard_on_the_stream_and_the_watch_ends_with_the_strea
             assert cancelled.result is None
             assert server.task_listen.watching == 1  # until the stream ends
             assert tasks.seen == [], "heard on the stream: the client's 30 s poll never came"
+            group.cancel_scope.cancel()
+        await watched_by_none(server)
+    await app.aclose()
+
+
+async def declares_elicitation(context, params):
+    raise AssertionError("a task's question is answered through tasks/update, not elicitation/create")
+
+
+async def test_a_question_is_heard_with_its_input_requests_and_the_answer_resumes_the_task():
+    app, tasks = job_app(), Tasks()
+    server = mcp_server(app)
+    client = client_for(server, "2026-stream", extensions=[tasks], elicitation_callback=declares_elicitation)
+    async with client:
+        async with anyio.create_task_group() as group:
+            task_id = await start_task(client, group, tasks, "confirm", {})
+
+            listen_in(group, client, listen_request([task_id]))
+            with anyio.fail_after(10):
+                asked = await tasks.hear(task_id, "input_required")
+            assert asked.input_requests is not None
+            assert asked.input_requests["go"]["params"]["message"] == "Go ahead?", asked.input_requests
+            answer = {"go": {"action": "accept", "content": {"go": True}}}
+            await client.session.send_request(
+                UpdateTask(params=UpdateParams(task_id=task_id, input_responses=answer)), types.Result
+            )
+            with anyio.fail_after(10):
+                done = await tasks.hear(task_id, "completed")
+            assert done.result is not None and done.result["content"][0]["text"] == "go=True"
             group.cancel_scope.cancel()
         await watched_by_none(server)
     await app.aclose()
@@ -204,11 +240,7 @@ async def test_over_http_only_the_clients_own_task_ids_are_accepted():
         async with anyio.create_task_group() as group:
             bobs = await start_task(bob, group, tasks, "report", {"seconds": 1})
 
-            async def listen() -> None:
-                request = listen_request([alices.id, "no-such-task", bobs])
-                await bob.session.send_request(request, types.SubscriptionsListenResult)
-
-            group.start_soon(listen)
+            listen_in(group, bob, listen_request([alices.id, "no-such-task", bobs]))
             await acks.until(lambda: bool(acks.acks))
             assert accepted(acks.acks[0]) == [bobs]
             tasks_of(app).cancel("alice", alices.id)  # alice's change first: bob never hears of it
@@ -220,11 +252,7 @@ async def test_over_http_only_the_clients_own_task_ids_are_accepted():
             group.cancel_scope.cancel()
         await watched_by_none(served.asgi.server)
         async with anyio.create_task_group() as group:  # none accepted: the ack leaves taskIds out
-
-            async def listen_to_alices() -> None:
-                await bob.session.send_request(listen_request([alices.id]), types.SubscriptionsListenResult)
-
-            group.start_soon(listen_to_alices)
+            listen_in(group, bob, listen_request([alices.id]))
             await acks.until(lambda: len(acks.acks) == 2)
             assert accepted(acks.acks[1]) is None and served.asgi.server.task_listen.watching == 0
             group.cancel_scope.cancel()
