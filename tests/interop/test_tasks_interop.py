@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -136,7 +137,7 @@ MCPDO = HERE / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients
 
 @contextlib.asynccontextmanager
 async def mcpdo(node: str, home: Path) -> AsyncIterator[Callable[..., Awaitable[tuple[int, Any]]]]:
-    """The Inspector's connection CLI with a private daemon and catalog under ``home``; stopped at the end.
+    """The Inspector's connection CLI with a private daemon and catalog under ``home``; stopped and removed at the end.
 
     Yields ``run(*args)``: the exit code and the JSON the command printed.
     """
@@ -158,6 +159,7 @@ async def mcpdo(node: str, home: Path) -> AsyncIterator[Callable[..., Awaitable[
         yield run
     finally:
         await run("daemon", "stop")
+        shutil.rmtree(env["MCP_INSPECTOR_DAEMON_DIR"], ignore_errors=True)  # (its socket and log, under /tmp)
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
