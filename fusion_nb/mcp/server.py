@@ -38,6 +38,7 @@ from .limits import OncePerInterval
 from .options import ServerOptions, with_options
 from .progress import ProgressPump, wants_progress
 from .rich import install_default
+from .task_listen import TaskListenHandler
 from .tasks import TaskWire
 from .tasks import install as install_tasks
 
@@ -107,6 +108,8 @@ class FusionServer(Server[Any]):
     notifier: ToolsChangedNotifier
     #: the tasks wire; ``task_wire.heartbeat`` is the seconds between heartbeats of a task tool run plainly
     task_wire: TaskWire
+    #: the ``subscriptions/listen`` handler (``task_listen.watching``: task watches its open streams hold)
+    task_listen: TaskListenHandler
 
     def create_initialization_options(
         self,
@@ -223,7 +226,9 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier
-    server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, notifier.listen_handler)
+    # 2026 listen streams: the SDK's list-changed filter, plus task status for the client's own taskIds
+    server.task_listen = TaskListenHandler(notifier.listen_handler, task_wire.tasks)
+    server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, server.task_listen)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
 
     def invalidate() -> None:

@@ -9,6 +9,11 @@ answer to ``tools/call`` and resolves it by polling ``tasks/get`` at the pace th
 server suggests, answering input requests through ``answer`` with ``tasks/update``.
 ``Client.call_tool`` then returns the final result as if the call had been plain,
 however long the job ran; ``cancel`` stops one by id (``created`` lists them).
+
+A host that would rather hear than poll opens a listen stream for its tasks with
+``listen_request(task_ids)`` (the SDK's ``Client.listen`` has no ``taskIds``); the
+extension's binding collects the ``notifications/tasks`` that arrive on it in ``heard``,
+and ``hear(task_id, status)`` waits for one.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ from typing import Any, Literal
 
 import anyio
 from mcp import types
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 
-__all__ = ["EXTENSION", "DetailedTask", "TaskCreated", "TasksExtension", "UpdateParams", "UpdateTask"]
+__all__ = [
+    "EXTENSION",
+    "DetailedTask",
+    "TaskCreated",
+    "TasksExtension",
+    "UpdateParams",
+    "UpdateTask",
+    "listen_request",
+]
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 
@@ -35,7 +48,7 @@ class TaskCreated(types.Result):
 
 
 class DetailedTask(types.Result):
-    """``tasks/get``: the task with its result or input requests inlined."""
+    """``tasks/get``: the task with its result or input requests inlined (``notifications/tasks`` params too)."""
 
     task_id: str
     status: str
@@ -43,6 +56,16 @@ class DetailedTask(types.Result):
     result: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
     poll_interval_ms: int | None = None
+
+
+def listen_request(task_ids: list[str], **core: Any) -> types.SubscriptionsListenRequest:
+    """A ``subscriptions/listen`` request for the status of ``task_ids`` (``core``: e.g. ``toolsListChanged=True``).
+
+    Send it with ``session.send_request`` from a task of its own: its answer comes only when the
+    stream ends, and cancelling that task closes the stream.
+    """
+    notifications = types.SubscriptionFilter.model_validate({**core, "taskIds": task_ids})
+    return types.SubscriptionsListenRequest(params=types.SubscriptionsListenRequestParams(notifications=notifications))
 
 
 class UpdateParams(types.RequestParams):
@@ -73,11 +96,31 @@ class TasksExtension(ClientExtension):
         self.answer = answer
         self.seen: list[str] = []
         self.created: list[str] = []
+        self.heard: list[DetailedTask] = []
         self._started = anyio.Event()
+        self._heard_more = anyio.Event()
 
     def claims(self) -> list[ResultClaim[Any]]:
         """The one claim: a ``tools/call`` answered with ``resultType: "task"``."""
         return [ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve)]
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        """The one binding: ``notifications/tasks`` from a listen stream, kept in ``heard``."""
+        return [NotificationBinding(method="notifications/tasks", params_type=DetailedTask, handler=self._heard)]
+
+    async def _heard(self, task: DetailedTask) -> None:
+        self.heard.append(task)
+        self._heard_more.set()
+        self._heard_more = anyio.Event()
+
+    async def hear(self, task_id: str, status: str) -> DetailedTask:
+        """The first notification heard that says task ``task_id`` is ``status``, once there is one."""
+        while True:
+            arrived = self._heard_more
+            for task in self.heard:
+                if task.task_id == task_id and task.status == status:
+                    return task
+            await arrived.wait()
 
     async def started(self) -> str:
         """The id of the first task created through this extension, once there is one."""

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from fusion_nb.mcp.tasks_client import EXTENSION, DetailedTask, TaskCreated, UpdateParams, UpdateTask
+from fusion_nb.mcp.tasks_client import (
+    EXTENSION,
+    DetailedTask,
+    TaskCreated,
+    UpdateParams,
+    UpdateTask,
+    listen_request,
+)
 from fusion_nb.mcp.tasks_client import TasksExtension as Tasks
 
-__all__ = ["EXTENSION", "DetailedTask", "TaskCreated", "Tasks", "UpdateParams", "UpdateTask"]
+__all__ = [
+    "EXTENSION",
+    "DetailedTask",
+    "TaskCreated",
+    "Tasks",
+    "UpdateParams",
+    "UpdateTask",
+    "listen_request",
+]

@@ -27,6 +27,7 @@ SDK_NAMES = frozenset(
     {
         "mcp.client.extension:ClaimContext",
         "mcp.client.extension:ClientExtension",
+        "mcp.client.extension:NotificationBinding",
         "mcp.client.extension:ResultClaim",
         "mcp.client.streamable_http:streamable_http_client",
         "mcp.client.subscriptions:ListenNotSupportedError",
@@ -54,6 +55,7 @@ SDK_NAMES = frozenset(
         "mcp.server.streamable_http_manager:StreamableHTTPSessionManager",
         "mcp.server.subscriptions:InMemorySubscriptionBus",
         "mcp.server.subscriptions:ListenHandler",
+        "mcp.server.subscriptions:SUBSCRIPTION_ID_META_KEY",
         "mcp.server.subscriptions:PromptsListChanged",
         "mcp.server.subscriptions:ResourceUpdated",
         "mcp.server.subscriptions:ResourcesListChanged",

@@ -1,0 +1,210 @@
+"""2026 task status on ``subscriptions/listen`` (tasks extension draft ``07bf500``, "Task Status Notifications").
+
+A 2026 client that wants to hear about its tasks instead of (or besides) polling
+``tasks/get`` lists them in its listen request, next to the core filter::
+
+    {"method": "subscriptions/listen",
+     "params": {"notifications": {"toolsListChanged": true, "taskIds": ["..."]}}}
+
+and the server, as the draft says:
+
+* echoes in ``notifications/subscriptions/acknowledged`` the task ids it agreed to
+  send status for ("if any": the key is left out when none was accepted). Only the
+  listening client's own tasks are accepted; an unknown id and another token's id are
+  left out alike, so the echo never tells one caller that another's task exists (the
+  draft's "cross-caller correlation" concern);
+* answers ``-32003`` (missing required client capability) when the request's client
+  capabilities lack the tasks extension;
+* sends ``notifications/tasks`` carrying the complete detailed task, "identical to
+  what ``tasks/get`` would have returned at that moment", on every change, stamped
+  with the stream's subscription id like every frame of the stream.
+
+The draft does not ask for the current status at once, but it lets a client stop
+polling ("need not do so"), and a task may end between its ``CreateTaskResult`` and
+the ack: so each accepted task's status is sent once right after the ack (a status
+push, which the draft allows at any time), then on every change. A task that has
+ended is sent that once and no longer watched.
+
+Everything else is the SDK's ``ListenHandler``, unchanged: this handler wraps it,
+adds the accepted ids to the ack it sends, and pumps task changes onto the same
+stream until the stream ends (the client closes it, the connection drops, or the
+server closes it gracefully), when every ``Task.watch`` is undone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+from typing import Any, Literal, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY, ListenHandler
+from mcp.shared.exceptions import MCPError
+from pydantic import ConfigDict
+
+from ..engine import Task, Tasks
+from .tasks import EXTENSION, MISSING_CAPABILITY, detailed_task, opted_in, owner_of
+
+MAX_TASK_IDS = 100
+"""The most task ids one listen request may name (the per-owner task bound is 100 as well)."""
+
+
+class TaskStatusParams(types.NotificationParams):
+    """The detailed task as notification params (its fields, already wire-named, kept as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskStatusNotification(types.Notification[TaskStatusParams, Literal["notifications/tasks"]]):
+    """The draft's ``notifications/tasks``: params are the detailed task (and the stream's ``_meta``)."""
+
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: TaskStatusParams
+
+
+def requested_task_ids(notifications: types.SubscriptionFilter, limit: int = MAX_TASK_IDS) -> list[str] | None:
+    """The task ids a listen filter names, deduplicated in order (``None``: it names none). Raises one sentence."""
+    extra = notifications.model_extra or {}
+    if "taskIds" not in extra:
+        return None
+    ids = extra["taskIds"]
+    if not isinstance(ids, list) or not all(isinstance(task_id, str) and task_id for task_id in ids):
+        shown = repr(ids)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message="subscriptions/listen: params.notifications.taskIds must be a list of task id strings; "
+            f"got {shown}.",
+        )
+    unique = list(dict.fromkeys(ids))
+    if len(unique) > limit:
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"subscriptions/listen: params.notifications.taskIds names {len(unique)} tasks; "
+            f"one stream listens to at most {limit} (open another stream for the rest).",
+        )
+    return unique
+
+
+class TaskListenHandler:
+    """``subscriptions/listen`` with task status: the SDK's ``ListenHandler`` plus ``taskIds``.
+
+    ``watching`` counts the ``Task.watch`` subscriptions open streams hold (zero once
+    every stream has ended: nothing outlives its stream).
+    """
+
+    def __init__(self, core: ListenHandler, tasks: Tasks, *, max_task_ids: int = MAX_TASK_IDS) -> None:
+        self.core = core
+        self.tasks = tasks
+        self.max_task_ids = max_task_ids
+        self.watching = 0
+
+    def close(self) -> None:
+        """End every open listen stream gracefully (the SDK's ``ListenHandler.close``)."""
+        self.core.close()
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """Serve one listen stream; with ``taskIds``, the accepted tasks' status travels on it too."""
+        requested = requested_task_ids(params.notifications, self.max_task_ids)
+        if requested is None or ctx.request_id is None:
+            return await self.core(ctx, params)  # (no request id: the SDK's handler refuses it)
+        if requested and not opted_in(ctx):
+            raise MCPError(
+                code=MISSING_CAPABILITY,
+                message=f"subscriptions/listen: notifications.taskIds needs the {EXTENSION} extension "
+                "in this request's client capabilities.",
+                data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+            )
+        watched = self._owned(owner_of(ctx), requested)
+        stream = _TaskStream(ctx, [task.id for task in watched])
+        # watched before the SDK's handler subscribes and acks, so no change between the two is lost
+        unwatch = [task.watch(stream.changed) for task in watched if not task.final]
+        self.watching += len(unwatch)
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(stream.pump, watched)
+                result = await self.core(dataclasses.replace(ctx, session=cast("Any", stream)), params)
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as failed:  # the SDK's refusal (e.g. its stream limit) reaches the client as sent
+            raise failed.exceptions[0] if len(failed.exceptions) == 1 else failed from None
+        finally:
+            for undo in unwatch:
+                undo()
+            self.watching -= len(unwatch)
+        return result
+
+    def _owned(self, owner: Hashable, task_ids: Sequence[str]) -> list[Task]:
+        """The tasks among ``task_ids`` that ``owner`` owns (the one place this module looks tasks up)."""
+        found = (self.tasks.get(owner, task_id) for task_id in task_ids)
+        return [task for task in found if task is not None]
+
+
+class _TaskStream:
+    """One listen stream's session as the SDK's handler sees it, and the pump of its task changes.
+
+    The SDK's handler sends the ack through ``send_notification``; the accepted task
+    ids are added to it there, and the pump starts only once it is out (the ack is
+    the stream's first frame). Every other attribute is the real session's.
+    """
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any], accepted: list[str]) -> None:
+        self.session = ctx.session
+        self.subscription_id = ctx.request_id
+        self.accepted = accepted
+        self.acked = anyio.Event()
+        self._dirty: dict[str, Task] = {}
+        self._wake = anyio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    async def send_notification(self, notification: Any, related_request_id: types.RequestId | None = None) -> None:
+        """The real session's, with the accepted ``taskIds`` in the ack."""
+        if isinstance(notification, types.SubscriptionsAcknowledgedNotification):
+            if self.accepted:
+                honored = notification.params.notifications.model_dump(by_alias=True, exclude_none=True)
+                widened = types.SubscriptionFilter.model_validate({**honored, "taskIds": self.accepted})
+                notification = types.SubscriptionsAcknowledgedNotification(
+                    params=notification.params.model_copy(update={"notifications": widened})
+                )
+            await self.session.send_notification(notification, related_request_id)
+            self.acked.set()
+            return
+        await self.session.send_notification(notification, related_request_id)
+
+    def changed(self, task: Task) -> None:
+        """``Task.watch`` listener: note the task and wake the pump (a burst sends its latest state once)."""
+        self._dirty[task.id] = task
+        self._wake.set()
+
+    async def pump(self, watched: list[Task]) -> None:
+        """After the ack: each task's status once, then its every change, until the stream ends."""
+        await self.acked.wait()
+        pending: dict[str, Task] = {task.id: task for task in watched}
+        while True:
+            pending.update(self._dirty)
+            self._dirty.clear()
+            for task in pending.values():
+                if not await self._send(task):
+                    return  # the client went away; the SDK's handler ends the stream
+            pending.clear()
+            if not self._dirty:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+
+    async def _send(self, task: Task) -> bool:
+        params = TaskStatusParams.model_validate(
+            {**detailed_task(task), "_meta": {SUBSCRIPTION_ID_META_KEY: self.subscription_id}}
+        )
+        try:
+            await self.session.send_notification(
+                cast("types.ServerNotification", TaskStatusNotification(params=params)),
+                related_request_id=self.subscription_id,
+            )
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, MCPError):
+            return False
+        return True
