@@ -33,6 +33,7 @@ server closes it gracefully), when every ``Task.watch`` is undone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import Any, Literal, cast
@@ -44,8 +45,8 @@ from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY, ListenHandler
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
-from ..engine import Task, Tasks
-from .tasks import EXTENSION, MISSING_CAPABILITY, detailed_task, opted_in, owner_of
+from ..engine import Task, Tasks, ToolError
+from .tasks import EXTENSION, MISSING_CAPABILITY, detailed_task, opted_in, owner_of, store_errors
 
 MAX_TASK_IDS = 100
 """The most task ids one listen request may name (the per-owner task bound is 100 as well)."""
@@ -119,14 +120,17 @@ class TaskListenHandler:
                 "in this request's client capabilities.",
                 data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
-        watched = self._owned(owner_of(ctx), requested)
-        stream = _TaskStream(ctx, [task.id for task in watched])
+        watched = await self._owned(owner_of(ctx), requested)
+        stream = _TaskStream(ctx, [task.id for task in watched], self.tasks)
         # watched before the SDK's handler subscribes and acks, so no change between the two is lost
         unwatch = [task.watch(stream.changed) for task in watched if not task.final]
         self.watching += len(unwatch)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(stream.pump, watched)
+                for task in watched:
+                    if task.remote and not task.final:  # another worker runs it: follow its copy
+                        group.start_soon(_follow, task)
                 result = await self.core(dataclasses.replace(ctx, session=cast("Any", stream)), params)
                 group.cancel_scope.cancel()
         except BaseExceptionGroup as failed:  # the SDK's refusal (e.g. its stream limit) reaches the client as sent
@@ -137,10 +141,22 @@ class TaskListenHandler:
             self.watching -= len(unwatch)
         return result
 
-    def _owned(self, owner: Hashable, task_ids: Sequence[str]) -> list[Task]:
-        """The tasks among ``task_ids`` that ``owner`` owns (the one place this module looks tasks up)."""
-        found = (self.tasks.get(owner, task_id) for task_id in task_ids)
-        return [task for task in found if task is not None]
+    async def _owned(self, owner: Hashable, task_ids: Sequence[str]) -> list[Task]:
+        """The tasks among ``task_ids`` that ``owner`` owns, on any worker (the one place tasks are looked up here)."""
+        found = []
+        with store_errors():
+            for task_id in task_ids:
+                task = await self.tasks.find(owner, task_id)
+                if task is not None:
+                    found.append(task)
+        return found
+
+
+async def _follow(task: Task) -> None:
+    """Keep a copy of another worker's task current (each refresh reaches its ``watch`` listeners)."""
+    with contextlib.suppress(ToolError):  # the store went away: the stream keeps what it last sent
+        while not task.final:
+            await task.wait_change()
 
 
 class _TaskStream:
@@ -151,8 +167,9 @@ class _TaskStream:
     the stream's first frame). Every other attribute is the real session's.
     """
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], accepted: list[str]) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], accepted: list[str], tasks: Tasks) -> None:
         self.session = ctx.session
+        self.tasks = tasks
         self.subscription_id = ctx.request_id
         self.accepted = accepted
         self.acked = anyio.Event()
@@ -198,7 +215,7 @@ class _TaskStream:
 
     async def _send(self, task: Task) -> bool:
         params = TaskStatusParams.model_validate(
-            {**detailed_task(task), "_meta": {SUBSCRIPTION_ID_META_KEY: self.subscription_id}}
+            {**detailed_task(task, self.tasks), "_meta": {SUBSCRIPTION_ID_META_KEY: self.subscription_id}}
         )
         try:
             await self.session.send_notification(

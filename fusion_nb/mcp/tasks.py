@@ -159,7 +159,7 @@ def _invalid(message: str) -> MCPError:
 
 
 @contextlib.contextmanager
-def _store_errors() -> Iterator[None]:
+def store_errors() -> Iterator[None]:
     """A shared task store that cannot be reached answers its one sentence as a JSON-RPC error."""
     try:
         yield
@@ -345,7 +345,7 @@ class TaskWire:
     # -- tasks/* handlers ------------------------------------------------------------------------
     async def _find(self, ctx: ServerRequestContext[Any, Any], method: str, params: TaskParams) -> Task:
         task_id = _task_id(method, params)
-        with _store_errors():
+        with store_errors():
             task = await self.tasks.find(owner_of(ctx), task_id)
         if task is None:
             raise _not_found(method, task_id)
@@ -362,7 +362,7 @@ class TaskWire:
         """``tasks/result`` (2025): wait for the end, asking the task's questions on the way; the call's result."""
         task = await self._find(ctx, "tasks/result", params)
         asked = None
-        with _store_errors():
+        with store_errors():
             while not task.final:
                 question = task.question
                 if question is not None and question is not asked:  # (an invalid answer is asked anew)
@@ -392,7 +392,7 @@ class TaskWire:
 
     async def list(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/list`` (2025): this client's tasks only, in one page."""
-        with _store_errors():
+        with store_errors():
             return {"tasks": [legacy_task(task) for task in await self.tasks.find_all(owner_of(ctx))]}
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
@@ -400,7 +400,7 @@ class TaskWire:
         task = await self._find(ctx, "tasks/cancel", params)
         if task.final and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             raise _invalid(f'tasks/cancel: task "{task.id}" has already ended ({task.status}); it cannot be cancelled.')
-        with _store_errors():
+        with store_errors():
             await self.tasks.stop(task)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "complete"}
@@ -425,7 +425,7 @@ class TaskWire:
                     '{"action": "accept" | "decline" | "cancel", "content": {...}}.'
                 ) from None
             response = InputResponse(elicited.action, dict(elicited.content) if elicited.content is not None else None)
-            with _store_errors():
+            with store_errors():
                 refusal = await self.tasks.respond(task, str(key), response)
             if refusal is not None:
                 refusals.append(refusal)

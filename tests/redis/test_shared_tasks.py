@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from eras import client_for
 from mcp import types
 from raw_peer import RawError, raw_peer
-from tasks_client import DetailedTask
+from tasks_client import DetailedTask, listen_request
+from tasks_client import Tasks as TasksExtension
 
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 from fusion_nb.engine import InputResponse, TaskStatus, ToolError, enable_job_tools, tasks_of
@@ -256,3 +257,29 @@ async def test_a_2025_client_on_b_answers_the_question_of_a_task_on_a_through_ta
         assert final["content"] == [{"type": "text", "text": "go=True"}]
         related = {"io.modelcontextprotocol/related-task": {"taskId": created["taskId"]}}
         assert asked == [("elicitation/create", "Go ahead?", related)]
+
+
+async def test_a_2026_listen_stream_on_b_hears_a_task_on_a_work_and_complete(redis_server):
+    heard = TasksExtension()
+    async with two_workers(redis_server.url) as (a, b, _):
+        task = await a.start(None, "train", {"steps": 50})
+        server_b = mcp_server(b.app)
+        async with (
+            client_for(server_b, "2026-stream", extensions=[heard]) as client,
+            anyio.create_task_group() as group,
+        ):
+
+            async def listen() -> None:
+                await client.session.send_request(listen_request([task.id]), types.SubscriptionsListenResult)
+
+            group.start_soon(listen)
+            with anyio.fail_after(10):
+                first = await heard.hear(task.id, "working")  # followed while it runs on A
+                done = await heard.hear(task.id, "completed")
+            progressed = {h.status_message for h in heard.heard if h.status == "working"} - {None}
+            assert first.result is None and progressed, heard.heard  # its progress, coalesced
+            assert done.result is not None and done.result["content"][0]["text"] == "trained 50 steps"
+            group.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            while server_b.task_listen.watching:
+                await anyio.sleep(0.01)
