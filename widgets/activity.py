@@ -7,9 +7,11 @@ unless a person could act on them:
 
 - A **quick call** (settled within ``delay``) only counts: the summary line reads
   "312 calls in the last minute, 0 failed". A failed one is also listed under
-  *recent*, with its error in full.
+  *recent*, with its error in full. A cancelled call (Stop, the client's cancel) is
+  counted as cancelled, not failed: a person who pressed Stop did not see a failure.
 - A **live row** (progress, elapsed time, Stop) is made for a call once it has run
-  longer than ``delay``, or as soon as it waits for input. Its widgets are closed, every
+  longer than ``delay``, as soon as it waits for input, or at once when ``at_once``
+  says so (an agent's task). Its widgets are closed, every
   model with its layout and style, when the call settles; the row moves to *recent*.
 - **Recent** rows (the last ``history`` finished calls that had a live row or failed)
   are text: tool, arguments (bounded), who called, status, and the result or error
@@ -160,7 +162,9 @@ class ActivityPanel(w.VBox):
     """``display(ActivityPanel(app))``: a summary of every call, live rows for long ones, recent results.
 
     ``origin()`` (called as each call starts) names who started it: ``client`` (an
-    MCP client), ``cell``, ``widget``; see the module docstring for the rest.
+    MCP client), ``cell``, ``widget``; ``at_once(call, origin)`` says whether a call
+    gets its live row as it starts rather than after ``delay`` (the notebook: an agent's
+    task, which exists to run long). See the module docstring for the rest.
     """
 
     def __init__(
@@ -172,6 +176,7 @@ class ActivityPanel(w.VBox):
         interval: float = 0.2,
         max_messages: float = 10.0,
         origin: Callable[[], str] | None = None,
+        at_once: Callable[[Call, str], bool] | None = None,
     ) -> None:
         self.app = app
         self.history = history
@@ -179,6 +184,7 @@ class ActivityPanel(w.VBox):
         self.interval = interval
         self.max_messages = max_messages
         self.origin = origin or (lambda: "local")
+        self.at_once = at_once or (lambda call, origin: False)
         self.header = w.HTML("")
         self.live_box = w.VBox([])
         self.board = w.HTML("")
@@ -190,11 +196,13 @@ class ActivityPanel(w.VBox):
         self.continuing: dict[str, Row] = {}
         #: the last ``history`` finished rows worth a line, newest first
         self.recent: deque[Row] = deque(maxlen=history)
-        #: settle times (and whether failed) of the summary window
-        self.ended: deque[tuple[float, bool]] = deque()
+        #: settle times (and whether failed, whether cancelled) of the summary window
+        self.ended: deque[tuple[float, bool, bool]] = deque()
         self.total = 0
         self.failed = 0
+        self.cancelled = 0
         self._window_failed = 0  # the failed among ``ended`` (kept, not recounted per redraw)
+        self._window_cancelled = 0
         self._timer: asyncio.TimerHandle | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._closed = False
@@ -217,6 +225,9 @@ class ActivityPanel(w.VBox):
         row.stop = call.watch(self._changed) if not call.settled else (lambda: None)
         if call.settled:
             self._changed(call)
+            return
+        if row.live is None and self.at_once(call, row.origin):
+            self._promote(row)  # started to run long (an agent's task): no delay to wait out
             return
         self._arm()
         self.coalescer.request()
@@ -255,13 +266,16 @@ class ActivityPanel(w.VBox):
     def _finished(self, row: Row, listed: bool) -> None:
         """Count ``row`` as ended; list it under *recent* if it had a live row or failed."""
         result = row.call.result
-        failed = result is not None and result.error is not None
+        cancelled = row.call.status == "cancelled"
+        failed = result is not None and result.error is not None and not cancelled
         self.total += 1
         self.failed += failed
-        self.ended.append((row.ended or time.monotonic(), failed))
+        self.cancelled += cancelled
+        self.ended.append((row.ended or time.monotonic(), failed, cancelled))
         self._window_failed += failed
+        self._window_cancelled += cancelled
         self._retire(row)
-        if listed or failed:
+        if listed or failed or cancelled:
             self.recent.appendleft(row)
         self.coalescer.request()
 
@@ -327,15 +341,21 @@ class ActivityPanel(w.VBox):
         self.coalescer.request()
 
     def summary(self) -> str:
-        """``312 calls in the last minute, 0 failed · 2 live``."""
+        """``312 calls in the last minute, 0 failed, 1 cancelled · 2 live`` (cancelled only when some were)."""
         cutoff = time.monotonic() - WINDOW
         while self.ended and self.ended[0][0] < cutoff:
-            self._window_failed -= self.ended.popleft()[1]
-        count, failed = len(self.ended), self._window_failed
+            _, failed_, cancelled_ = self.ended.popleft()
+            self._window_failed -= failed_
+            self._window_cancelled -= cancelled_
+        count, failed, cancelled = len(self.ended), self._window_failed, self._window_cancelled
         live = sum(1 for row in self.running.values() if row.live is not None)
         text = f"{count} call{'' if count == 1 else 's'} in the last minute, {failed} failed"
+        if cancelled:
+            text += f", {cancelled} cancelled"
         if self.total != count:
-            text += f" ({self.total} in all, {self.failed} failed)"
+            text += f" ({self.total} in all, {self.failed} failed" + (
+                f", {self.cancelled} cancelled)" if self.cancelled else ")"
+            )
         if live:
             text += f" · {live} live"
         waiting = len(self.continuing)
@@ -439,19 +459,24 @@ def outcome_text(result: CallResult | None) -> str:
     if result.input_required is not None:
         return "input required: the client answers by calling again"
     shown: Any = result.structured_content
-    if shown is None:
-        shown = [_block_text(block) for block in result.content or []]
-    text = shown if isinstance(shown, str) else json.dumps(shown, indent=1, default=repr, ensure_ascii=False)
+    if shown is None:  # the blocks as the agent reads them, one after the other; images are drawn below
+        blocks = [_block_text(block) for block in result.content or [] if not _is_image(block)]
+        shown = blocks[0] if len(blocks) == 1 else "\n".join(b if isinstance(b, str) else _json(b) for b in blocks)
+    text = shown if isinstance(shown, str) else _json(shown)
     return shorten(text, DETAIL_LIMIT)
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=1, default=repr, ensure_ascii=False)
+
+
+def _is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "image"
+
+
 def _block_text(block: Any) -> Any:
-    """A content block as the row's text: its text, or what it is (an image is drawn below, not spelled out)."""
-    if not isinstance(block, dict):
-        return block
-    if block.get("type") == "image":
-        return f"[{block.get('mimeType')} image, {len(block.get('data', '')) * 3 // 4} bytes]"
-    return block.get("text", block)
+    """A content block as the row's text: its text, or the block itself (a resource, say)."""
+    return block.get("text", block) if isinstance(block, dict) else block
 
 
 def recent_html(row: Row) -> str:

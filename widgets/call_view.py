@@ -18,6 +18,8 @@ notebook opened without widget state (GitHub, nbviewer).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import os
 import time
 import traceback
@@ -33,6 +35,7 @@ from .coalesce import Coalescer
 from .prompt import Prompt
 from .status import (
     BAR_WIDTH,
+    MUTED,
     NAME_WIDTH,
     STATUS_WIDTH,
     VIEW_WIDTH,
@@ -83,7 +86,7 @@ class CallView(w.VBox):
         )
         self.stop_button.on_click(lambda _: self.call.cancel())
         self.details = w.HTML("")
-        self.error_below = True  # see leave_error_to_the_cell
+        self.outcome_below = True  # see leave_outcome_to_the_cell
         self.input_box = w.VBox([])
         self.row = w.HBox(
             [self.name_label, self.bar, self.status_line, self.stop_button],
@@ -120,9 +123,10 @@ class CallView(w.VBox):
         if self.call.result is not None:
             # the row cuts long errors; below it the whole error (a Stop needs no explaining,
             # and a cell that awaits the call shows the error itself)
-            below = self.error_below and self.call.status != "cancelled"
+            below = self.outcome_below and self.call.status != "cancelled"
             shown = error_html(self.call.result) if below else ""
-            self.details.value = shown + traceback_html(self.call.result) + images_html(self.call.result)
+            images = images_html(self.call.result) if self.outcome_below else ""  # else the cell's Out[n] draws it
+            self.details.value = shown + traceback_html(self.call.result) + images
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -162,9 +166,13 @@ class CallView(w.VBox):
             self.bar.style.bar_color = face.color
         self.status_line.value = row_html(status_cells(call, elapsed), status_text(call, elapsed))
 
-    def leave_error_to_the_cell(self) -> None:
-        """The cell awaiting this call raises its error as one line: the view does not repeat it."""
-        self.error_below = False
+    def leave_outcome_to_the_cell(self) -> None:
+        """The cell awaiting this call shows its outcome: the view does not repeat it.
+
+        Its error is raised as one line, and its value (a figure, say) is the cell's
+        ``Out[n]``, drawn by the notebook; the view drawing the image too showed it twice.
+        """
+        self.outcome_below = False
 
     # -- hosting input prompts --------------------------------------------------------
     def host(self, prompt: Prompt) -> None:
@@ -228,23 +236,50 @@ class CallView(w.VBox):
 _FRAMEWORK = os.path.dirname(os.path.dirname(os.path.abspath(fusion_nb.engine.__file__)))
 
 
-_IMAGE_STYLE = "max-width:100%;max-height:320px"
+_IMAGE_STYLE = "max-width:100%;max-height:320px;display:block"
 
 
 def images_html(result: CallResult) -> str:
     """The images an agent received (a figure, a picture), drawn as it sees them; ``""`` when none.
 
     The content is already bounded by the presenter (``fusion_nb.mcp.rich``), so what the
-    person sees here is exactly what went to the client, not the original value.
+    person sees here is exactly what went to the client, not the original value. Each is
+    captioned with what it is on the wire (type, pixels, bytes): the row's text does not
+    spell the image out, and the caption says what the agent's budget paid for it.
     """
     if result.is_error:
         return ""
     tags = [
-        f'<img src="data:{escape(block["mimeType"])};base64,{escape(str(block["data"]))}" style="{_IMAGE_STYLE}">'
+        f'<figure style="margin:4px 0"><img src="data:{escape(block["mimeType"])};base64,'
+        f'{escape(str(block["data"]))}" alt="{escape(image_caption(block))}" style="{_IMAGE_STYLE}">'
+        f'<figcaption style="color:{MUTED};font-size:90%">{escape(image_caption(block))}</figcaption></figure>'
         for block in result.content
         if isinstance(block, dict) and block.get("type") == "image"
     ]
     return "".join(tags)
+
+
+def image_caption(block: dict[str, Any]) -> str:
+    """``image/png · 600x300 px · 24 KB``: an image block as a person reads it (pixels for a PNG)."""
+    data = str(block.get("data", ""))
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    parts = [str(block.get("mimeType", "image"))]
+    head = _png_head(data)
+    if head is not None:
+        parts.append(f"{head[0]}x{head[1]} px")
+    parts.append(f"{size / 1024:.0f} KB" if size >= 1024 else f"{size} bytes")
+    return " · ".join(parts)
+
+
+def _png_head(data: str) -> tuple[int, int] | None:
+    """A base64 PNG's width and height, from its header (the first 24 bytes), or ``None``."""
+    try:
+        head = base64.b64decode(data[:32])
+    except (ValueError, binascii.Error):
+        return None
+    if len(head) < 24 or not head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
 def traceback_html(result: CallResult) -> str:

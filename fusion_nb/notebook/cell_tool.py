@@ -43,8 +43,8 @@ class CellTool:
         """Run the tool to its value; interrupting the cell cancels it."""
         __tracebackhide__ = True  # IPython: this frame is ours, not the person's
         call = self.start(**arguments)
-        for view in views_for(call.id):  # this cell shows the call's error itself, in one line
-            view.leave_error_to_the_cell()
+        for view in views_for(call.id):  # this cell shows the call's outcome itself (error in one line, value as Out)
+            view.leave_outcome_to_the_cell()
         try:
             result = await call.wait()
         except asyncio.CancelledError:

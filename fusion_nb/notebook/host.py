@@ -337,7 +337,7 @@ class Host:
             from .served_log import compact_errors_while_serving
 
             self._close_panel()  # a panel of an earlier serve lets go of the app first
-            self.panel = ActivityPanel(self.app, origin=self._origin)
+            self.panel = ActivityPanel(self.app, origin=self._origin, at_once=_is_task)
             self._undo_log = compact_errors_while_serving()
         return self.panel
 
@@ -467,3 +467,12 @@ def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:
     printer.text("CallResult(value=")
     printer.pretty(result.value)
     printer.text(")")
+
+
+def _is_task(call: Call, origin: str) -> bool:
+    """Whether ``call`` runs an agent's task: the MCP layer names its origin ``"<client> task"``.
+
+    A task exists to run long, so the activity panel gives it its live row (progress,
+    Stop) as it starts, not after the delay that keeps quick calls out of sight (SPEC 12).
+    """
+    return origin == "task" or origin.endswith(" task")

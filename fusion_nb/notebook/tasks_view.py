@@ -25,6 +25,20 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds // 60 % 60} min"
 
 
+def owner_text(owner: object) -> str:
+    """Who a task belongs to, as a person reads it.
+
+    A named token is its name; the one token of ``%fusion serve`` (its client id is an
+    internal constant, ``fusion-nb-client``) is "the server's token": every agent using
+    it shares its tasks. No token (stdio, unauthenticated HTTP) is "anonymous".
+    """
+    if owner is None:
+        return "anonymous"
+    from ..mcp.http import SINGLE_TOKEN_CLIENT  # (only when tasks are listed: the HTTP stack is heavy)
+
+    return "the server's token" if owner == SINGLE_TOKEN_CLIENT else str(owner)
+
+
 class TasksView:
     """A snapshot of an app's tasks, newest last; ``text()`` and ``_repr_html_`` render it."""
 
@@ -34,7 +48,7 @@ class TasksView:
             (
                 task.id[:8] + "…",
                 task.tool_name,
-                str(task.owner) if task.owner is not None else "anonymous",
+                owner_text(task.owner),
                 str(task.status),
                 _age(now - task.created),
                 (task.status_message or "")[:80],

@@ -14,12 +14,12 @@ import re
 import threading
 import time
 import urllib.request
+from typing import Any
 
 import httpx
 import nbformat
 import pytest
-from chromium_check import chromium_or_skip
-from test_frontends import TOKEN, lab, open_notebook, outputs, run_cell, shot, wait_idle
+from test_frontends import TOKEN, lab, launch, open_notebook, outputs, run_cell, shot, wait_idle
 
 pytestmark = pytest.mark.browser
 __all__ = ["lab"]  # the fixture, shared with test_frontends
@@ -37,10 +37,10 @@ SERVE = 4
 MODERN = "2026-07-28"
 
 
-def put_notebook(base: str, name: str) -> None:
-    """Add the panel's notebook to the running server (its contents API)."""
+def put_notebook(base: str, name: str, cells: list[str] = CELLS) -> None:
+    """Add a notebook of ``cells`` (the panel's by default) to the running server (its contents API)."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     body = json.dumps({"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))}).encode()
     url = f"{base}/api/contents/{name}?token={TOKEN}"
@@ -49,33 +49,52 @@ def put_notebook(base: str, name: str) -> None:
         assert response.status in (200, 201)
 
 
-def call(url: str, token: str, tool: str, arguments: dict, number: int, timeout: float = 30) -> dict:
-    """One 2026-era ``tools/call`` as an external agent sends it; the JSON-RPC result."""
+def rpc(url: str, token: str, method: str, params: dict, number: int, timeout: float = 30, **capabilities) -> dict:
+    """One 2026-era request as an external agent sends it (``capabilities``: its client capabilities); the result."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "browser-test-agent", "version": "0"},
     }
-    body = {
-        "jsonrpc": "2.0",
-        "id": number,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments, "_meta": meta},
-    }
+    body = {"jsonrpc": "2.0", "id": number, "method": method, "params": {**params, "_meta": meta}}
     headers = {
         "Authorization": f"Bearer {token}",
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": tool,
+        "Mcp-Method": method,
     }
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
     response = httpx.post(url, json=body, headers=headers, timeout=timeout)
     assert response.status_code == 200, response.text
     text = response.text
     if text.startswith("{"):
-        return json.loads(text)["result"]
-    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
-    return json.loads(data[-1])["result"]
+        answer = json.loads(text)
+    else:
+        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+        answer = json.loads(data[-1])
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def call(url: str, token: str, tool: str, arguments: dict, number: int, timeout: float = 30) -> dict:
+    """One 2026-era ``tools/call`` as an external agent sends it; the JSON-RPC result."""
+    return rpc(url, token, "tools/call", {"name": tool, "arguments": arguments}, number, timeout)
+
+
+def open_and_serve(page, page_url: str, name: str, serve: int) -> tuple[Any, str, str]:
+    """Open notebook ``name`` (``page_url`` is the fixture's, for ``ui.ipynb``) and run its cells
+    through ``serve``, the ``%fusion serve`` cell: that cell's output, the MCP URL and the token it printed."""
+    open_notebook(page, f"{page_url.replace('ui.ipynb', name)}?token={TOKEN}")
+    for index in range(serve + 1):
+        run_cell(page, index)
+        wait_idle(page)
+    served = outputs(page, serve)
+    printed = served.inner_text()
+    url = re.search(r"MCP endpoint: (\S+)", printed)
+    token = re.search(r"Bearer token: (\S+)", printed)
+    assert url is not None and token is not None, printed
+    return served, url.group(1), token.group(1)
 
 
 def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
@@ -84,21 +103,10 @@ def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
     base, path, frontend = lab
     put_notebook(base, "panel.ipynb")
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=chromium_or_skip(),
-            headless=True,
-            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run"],
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1400})
-            open_notebook(page, f"{base}{path.replace('ui.ipynb', 'panel.ipynb')}?token={TOKEN}")
-            for index in range(len(CELLS)):
-                run_cell(page, index)
-                wait_idle(page)
-            served = outputs(page, SERVE)
-            printed = served.inner_text()
-            url = re.search(r"MCP endpoint: (\S+)", printed).group(1)
-            token = re.search(r"Bearer token: (\S+)", printed).group(1)
+            served, url, token = open_and_serve(page, f"{base}{path}", "panel.ipynb", SERVE)
 
             for number in range(40):  # an agent's quick calls: only the summary counts them
                 assert call(url, token, "math.add", {"a": number, "b": 1}, number)["structuredContent"]
@@ -128,7 +136,7 @@ def test_the_panel_counts_quick_calls_and_stops_a_long_one(lab):
             assert not agent.is_alive(), "the agent's call did not end after Stop"
             print(f"{frontend}: Stop -> the client's answer: {(time.monotonic() - started) * 1000:.0f} ms")
             assert answer["isError"] and "CANCELLED" in answer["content"][0]["text"], answer
-            served.get_by_text("42 calls in the last minute, 2 failed").wait_for(timeout=30_000)
+            served.get_by_text("42 calls in the last minute, 1 failed, 1 cancelled").wait_for(timeout=30_000)
             assert served.locator("button", has_text="Stop").count() == 0, "the finished row's widgets are gone"
             panel = served.locator(".fusion-activity")  # the panel (the log's lines are outside it)
             panel.locator("summary", has_text="fragile").click()  # a failed call's error, in full

@@ -105,6 +105,7 @@ async def test_a_long_call_gets_a_live_row_whose_stop_cancels_it_and_closes_ever
     assert open_models() == with_panel, "the live row's widgets, layouts and styles are all closed"
     await settle_flushes(panel)
     assert "CANCELLED" in panel.board.value and "cancelled" in panel.text()
+    assert "1 call in the last minute, 0 failed, 1 cancelled" in panel.header.value, "a Stop is no failure"
     panel.close()
     assert open_models() == baseline, "closing the panel closes all of its models"
     assert tools._call_listeners == []
@@ -236,7 +237,12 @@ async def test_a_task_an_agent_started_is_live_with_its_progress_and_stop_cancel
     from fusion_nb.mcp.server import calling_client
 
     tools.f.action("train").task().handle(tools.get("long").handler)
-    panel = ActivityPanel(tools, delay=0.05, origin=lambda: calling_client.get() or "local")  # as the host reads it
+    panel = ActivityPanel(  # as the host reads it: a task's row is live at once, quick calls wait out the delay
+        tools,
+        delay=3600,
+        origin=lambda: calling_client.get() or "local",
+        at_once=lambda call, origin: origin.endswith(" task"),
+    )
     async with raw_peer(mcp_server(tools)) as peer:
         created = await peer.request("tools/call", {"name": "train", "arguments": {}, "task": {}})
         task = tasks_of(tools).get(None, created["task"]["taskId"])
@@ -279,7 +285,8 @@ async def test_an_image_answer_is_drawn_in_its_row_as_the_agent_received_it(app)
         await settle_flushes(panel)
         assert result.content[0]["type"] == "image"
         assert f'<img src="data:image/png;base64,{result.content[0]["data"]}"' in panel.board.value
-        assert "[image/png image, " in panel.board.value, "the row names the image instead of spelling out base64"
+        assert "image/png · 1x1 px · " in panel.board.value, "the image is captioned, not spelled out as base64"
+        assert "[image/png" not in panel.board.value, "nor named in the row's text above the image"
         panel.close()
     finally:
         remove()

@@ -743,8 +743,40 @@ async def test_a_view_whose_cell_raises_the_error_does_not_repeat_it(app):
 
     call, other = app.start("breaks"), app.start("breaks")
     shown, left = CallView(call), CallView(other)
-    left.leave_error_to_the_cell()
+    left.leave_outcome_to_the_cell()
     await call.wait()
     await other.wait()
     assert "the warehouse did not answer Recovery: Try again later." in shown.details.value
     assert left.details.value == "", "the awaiting cell's one line says it"
+
+
+async def test_a_view_whose_cell_shows_the_value_does_not_draw_its_image_again(app):
+    import base64
+
+    from fusion_nb.engine import use_presenter
+    from fusion_nb.mcp.rich import Presenter
+
+    class Dot:
+        def _repr_png_(self) -> bytes:
+            return base64.b64decode(PNG_1X1_B64)
+
+    @app.f.query("picture").handle
+    async def picture(input, ctx):
+        return Dot()
+
+    remove = use_presenter(Presenter())
+    try:
+        call, other = app.start("picture"), app.start("picture")
+        shown, left = CallView(call), CallView(other)
+        left.leave_outcome_to_the_cell()
+        await call.wait()
+        await other.wait()
+    finally:
+        remove()
+    assert '<img src="data:image/png;base64,' in shown.details.value and "1x1 px" in shown.details.value
+    assert left.details.value == "", "the awaiting cell's Out[n] draws the value"
+    shown.close()
+    left.close()
+
+
+PNG_1X1_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAAFAAEA+Lb4DgAAAABJRU5ErkJggg=="
