@@ -160,7 +160,7 @@ def by_kind(value: Any, limits: Limits) -> Presented | None:
             if not isinstance(value, figure.Figure) and isinstance(getattr(value, "figure", None), figure.Figure):
                 value = value.figure  # an Axes: its figure
             if isinstance(value, figure.Figure):
-                return [figure_png(value, limits), _text(repr(value))], None
+                return [figure_png(value, limits), _text(figure_text(value))], None
     elif module == "PIL":
         image = sys.modules.get("PIL.Image")
         if image is not None and isinstance(value, image.Image):
@@ -216,6 +216,25 @@ def figure_png(fig: Any, limits: Limits) -> dict[str, Any]:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return _image(buffer.getvalue(), "image/png", limits)
+
+
+def figure_text(fig: Any) -> str:
+    """What a reader without the image learns of a figure: its size and each plot's title and axis labels.
+
+    ``repr`` says only ``<Figure size 600x300 with 1 Axes>``; the titles and labels are
+    what a person would read off the picture first (cut to 500 characters).
+    """
+    width, height = (round(side * fig.dpi) for side in fig.get_size_inches())
+    plots = []
+    for axes in fig.axes:
+        title = axes.get_title() or "untitled plot"
+        labels = [f"{name}: {label}" for name, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel())) if label]
+        plots.append(f'"{title}"' + (f" ({', '.join(labels)})" if labels else ""))
+    heading = fig.get_suptitle() if hasattr(fig, "get_suptitle") else ""
+    count = f"{len(plots)} plot" + ("s" if len(plots) != 1 else "")
+    text = f"Figure{f' {heading!r}' if heading else ''}, {width}x{height} px, {count}"
+    text += ": " + "; ".join(plots) if plots else ""
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def pil_image(image: Any, limits: Limits, label: str) -> dict[str, Any]:

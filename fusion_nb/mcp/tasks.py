@@ -59,6 +59,15 @@ MISSING_CAPABILITY = -32003
 DRAFT_COMMIT = "07bf500dbf5d2d13698240eef04f2c9a98790150"
 """The commit of ``modelcontextprotocol/experimental-ext-tasks`` whose draft this module implements."""
 
+TASK_ORIGIN = "task for "
+"""How the activity panel's origin of an agent's task begins (``task_origin``)."""
+
+
+def task_origin(client: str | None) -> str:
+    """The origin the notebook shows for a task an agent started: ``task for claude-code 2.1``."""
+    return TASK_ORIGIN + (client or "a client")
+
+
 LEGACY_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
 
@@ -288,7 +297,7 @@ class TaskWire:
         app = self.tasks.app
         args = arguments if isinstance(arguments, dict) or arguments is None else {"": arguments}
         info = RequestInfo(ctx) if app.context_factory is not None else None
-        calling = calling_client.set(f"{client_label(ctx) or 'client'} task")  # the activity panel's origin
+        calling = calling_client.set(task_origin(client_label(ctx)))  # the activity panel's origin
         try:
             return await self.tasks.start(
                 owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx)

@@ -38,6 +38,7 @@ from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel
 
 from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool, use_presenter
 from ..mcp.rich import Presenter
+from ..mcp.tasks import TASK_ORIGIN
 from .cell_compiler import python_name
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
@@ -470,9 +471,9 @@ def _pretty_result(result: CallResult, printer: Any, cycle: bool) -> None:
 
 
 def _is_task(call: Call, origin: str) -> bool:
-    """Whether ``call`` runs an agent's task: the MCP layer names its origin ``"<client> task"``.
+    """Whether ``call`` runs an agent's task: the MCP layer's origin for one (``task_origin``).
 
     A task exists to run long, so the activity panel gives it its live row (progress,
     Stop) as it starts, not after the delay that keeps quick calls out of sight (SPEC 12).
     """
-    return origin == "task" or origin.endswith(" task")
+    return origin.startswith(TASK_ORIGIN)

@@ -118,7 +118,7 @@ def test_task_rows_stop_and_images_in_the_panel(lab):
             no_news(page)
             shots(page, panel, f"{frontend}-tasks-1-live-task-row")
             row = panel.inner_text()
-            assert "train" in row and "browser-test-agent 0 task" in row and '{"epochs":1000}' in row, row
+            assert "train" in row and "task for browser-test-agent 0" in row and '{"epochs":1000}' in row, row
             assert "1 live" in row, row
             assert stopped.seen[0] == "working", stopped.seen
 

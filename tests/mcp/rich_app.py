@@ -29,6 +29,7 @@ def rich_app(name: str = "rich-test") -> Fusion:
     async def figure(input: Any, ctx: Any) -> Any:
         fig, ax = plt.subplots(figsize=(8, 4))
         ax.plot([1, 3, 2])
+        ax.set(title="Loss", xlabel="epoch", ylabel="loss")
         plt.close(fig)
         return fig
 

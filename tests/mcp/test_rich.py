@@ -46,6 +46,8 @@ def check_figure(answer: dict[str, Any]) -> None:
     image = decoded(answer["content"][0])
     assert answer["content"][0]["mimeType"] == "image/png"
     assert max(image.size) <= 1568 and image.size[0] == 2 * image.size[1]  # 8x4 inches
+    # and in words, for a reader without the image: what a person reads off it first
+    assert answer["content"][1] == {"type": "text", "text": 'Figure, 800x400 px, 1 plot: "Loss" (x: epoch, y: loss)'}
 
 
 def check_photo(answer: dict[str, Any]) -> None:

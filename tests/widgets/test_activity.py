@@ -241,7 +241,7 @@ async def test_a_task_an_agent_started_is_live_with_its_progress_and_stop_cancel
         tools,
         delay=3600,
         origin=lambda: calling_client.get() or "local",
-        at_once=lambda call, origin: origin.endswith(" task"),
+        at_once=lambda call, origin: origin.startswith("task for "),
     )
     async with raw_peer(mcp_server(tools)) as peer:
         created = await peer.request("tools/call", {"name": "train", "arguments": {}, "task": {}})
@@ -251,7 +251,7 @@ async def test_a_task_an_agent_started_is_live_with_its_progress_and_stop_cancel
                 await anyio.sleep(0.01)
         row = panel.live[task.call]
         await settle_flushes(panel)
-        assert "crunching" in row.label.value and "raw 0 task" in row.label.value
+        assert "crunching" in row.label.value and "task for raw 0" in row.label.value
         row.stop_button.click()
         assert task.status == "cancelled"
         assert (await peer.request("tasks/get", {"taskId": task.id}))["status"] == "cancelled"
