@@ -28,7 +28,9 @@ the TypeScript SDK client over stdio; not run here).
 A third driver, optional (``--ts-rounds``; skipped with one line without Node or the pinned
 modules): the TypeScript SDK client (``@modelcontextprotocol/sdk`` from
 ``tests/interop/node_modules``, ``benchmarks/stdio_ts_client.mjs``), the way the seed's figures
-were taken, so fusion-nb's row reads against the seed's quoted row (``vs seed``).
+were taken, so fusion-nb's row reads against the seed's quoted row (``vs seed``; figures from
+another machine), and against the TypeScript SDK's own stdio server (``McpServer`` on Node,
+``benchmarks/stdio_ts_server.mjs``: what the seed is built on), measured in the same run.
 
 ``--startup N``: spawn to first answered call of ``fusion-nb serve NOTEBOOK`` over stdio
 (median of N; the process is spawned, handshakes and calls one tool).
@@ -268,6 +270,8 @@ async def client_figures(name: str, calls: int, depth: int, per_task: int) -> tu
 
 NODE_MODULES = REPO / "tests" / "interop" / "node_modules"
 TS_CLIENT = HERE.parent / "stdio_ts_client.mjs"
+#: the TypeScript SDK's own stdio server (``McpServer``, Node), the seed's foundation: measured in this run
+TS_SERVER = "TypeScript SDK McpServer (Node)"
 #: the seed's figures the TypeScript client's table reads against (issue 27's side-by-side run)
 SEED = "MCP Fusion (seed, issue 27)"
 
@@ -283,7 +287,10 @@ def ts_client_missing() -> str | None:
 
 def ts_client_figures(name: str, calls: int, depth: int, total: int) -> tuple[list[float], float]:
     """Sequential latencies and calls/s at ``depth`` in flight, the TypeScript client driving ``name``."""
-    command = ["node", str(TS_CLIENT), str(NODE_MODULES), str(calls), str(depth), str(total), *child_argv(name)]
+    server = (
+        ["node", str(HERE.parent / "stdio_ts_server.mjs"), str(NODE_MODULES)] if name == TS_SERVER else child_argv(name)
+    )
+    command = ["node", str(TS_CLIENT), str(NODE_MODULES), str(calls), str(depth), str(total), *server]
     done = subprocess.run(command, capture_output=True, env=child_env(), timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the TypeScript client against {name} failed: {done.stderr.decode()[-500:]}")
@@ -412,10 +419,11 @@ def main(args: argparse.Namespace) -> None:
         if missing is not None:
             print(f"### TypeScript SDK client: skipped ({missing})\n")
         else:
-            latencies = {name: [] for name in names}
-            rates = {name: [] for name in names}
+            ts_names = [*names, TS_SERVER]
+            latencies = {name: [] for name in ts_names}
+            rates = {name: [] for name in ts_names}
             for round_ in range(args.ts_rounds):
-                for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                for name in ts_names[round_ % len(ts_names) :] + ts_names[: round_ % len(ts_names)]:
                     times, rate = ts_client_figures(name, args.calls, args.in_flight, args.in_flight_calls)
                     latencies[name] += times
                     rates[name].append(rate)
