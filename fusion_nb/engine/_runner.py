@@ -381,9 +381,9 @@ class Runner:
             return plan.direct(ctx.input, ctx)
         return self._pipeline(None)
 
-    def continuation(self, value: Any) -> Coroutine[Any, Any, Any] | None:
-        """What runs next when the handler's first answer is a question (the input rounds), else ``None``."""
-        return self._pipeline(value) if type(value) is InputRequest else None
+    def input_rounds(self, asked: InputRequest) -> Coroutine[Any, Any, Any]:
+        """What runs next when the handler's first answer is a question: the input rounds."""
+        return self._pipeline(asked)
 
     def conclude(self, value: Any) -> None:
         """The body's last value, presented, is the call's result."""
@@ -554,7 +554,7 @@ class DetachedRun(Coroutine[Any, Any, None]):
     ``benchmarks/engine.py``, memory per in-flight call). It takes the steps ``_work``
     takes for a call with no queue turn: the first step starts the body
     (``Runner.body``), every step passes the loop's value or exception on to it, and
-    the body's end goes to the runner (``continuation``, ``conclude``,
+    the body's end goes to the runner (``input_rounds``, ``conclude``,
     ``conclude_raised``). Only cancellation escapes, as from ``_work``. A
     ``collections.abc.Coroutine``, so an asyncio task runs it; awaitable, so trio's
     system task awaits it.
@@ -579,7 +579,7 @@ class DetachedRun(Coroutine[Any, Any, None]):
             runner.conclude_raised(raised)
             raise StopIteration from None
         if type(value) is InputRequest:  # the handler asked for input: its rounds run on in this task
-            self._body = runner.continuation(value)
+            self._body = runner.input_rounds(value)
             return self.send(None)
         runner.conclude(value)
         raise StopIteration
