@@ -11,6 +11,7 @@ import asyncio
 import statistics
 import time
 import tracemalloc
+import types
 
 import anyio
 
@@ -73,6 +74,44 @@ async def in_task(fn) -> None:
             nursery.start_soon(fn)
         return
     await asyncio.create_task(fn())
+
+
+async def heap_growth(start) -> int:
+    """Bytes the heap grew by while ``start()`` started work and that work reached its first wait."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    start()
+    await anyio.wait_all_tasks_blocked()
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return used
+
+
+async def bare_tasks_heap(handler, count: int) -> int:
+    """``heap_growth`` of ``count`` bare tasks (no engine) each awaiting ``handler``: what a task alone costs."""
+    context = types.SimpleNamespace(call_id="bare")  # (the stuck handler's finally names its call)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        import trio
+
+        async with trio.open_nursery() as nursery:
+
+            def start() -> None:
+                for _ in range(count):
+                    nursery.start_soon(handler, None, context)
+
+            used = await heap_growth(start)
+            nursery.cancel_scope.cancel()
+        UNWOUND.pop("bare", None)
+        return used
+    tasks: list[asyncio.Task] = []
+    used = await heap_growth(lambda: tasks.extend(asyncio.create_task(handler(None, context)) for _ in range(count)))
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    UNWOUND.pop("bare", None)
+    return used
 
 
 async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
@@ -176,20 +215,26 @@ async def run(calls: int, sync_yields: int) -> list[tuple[str, str, str]]:
         rows.append((label, f"p50 {q[49] * 1e6:6.1f} us", f"p99 {q[98] * 1e6:6.1f} us"))
 
     in_flight = 2000
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    stuck_calls = [app.start("stuck") for _ in range(in_flight)]
-    await anyio.wait_all_tasks_blocked()
-    used = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
+    stuck_calls: list = []
+    used = await heap_growth(lambda: stuck_calls.extend(app.start("stuck") for _ in range(in_flight)))
     for call in stuck_calls:
         call.cancel()
     await app.wait_background()
+    stuck = app.get("stuck")
+    assert stuck is not None
+    bare_used = await bare_tasks_heap(stuck.handler, in_flight)
     rows.append(
         (
             f"memory per in-flight call ({in_flight} stuck)",
-            f"{used / in_flight / 1024:8.1f} KiB",
+            f"{used / in_flight / 1024:8.2f} KiB",
             "tracemalloc, handler frame included",
+        )
+    )
+    rows.append(
+        (
+            "  the same handler in a bare task",
+            f"{bare_used / in_flight / 1024:8.2f} KiB",
+            "create_task / start_soon, no engine",
         )
     )
     return rows

@@ -25,6 +25,13 @@ ratios (``vs SDK``: p50 / the SDK's p50, calls/s / the SDK's calls/s). Above the
 tables, the seed framework's own figures as the anchor (MCP Fusion on Node, driven by
 the TypeScript SDK client over stdio; not run here).
 
+A third driver, optional (``--ts-rounds``; skipped with one line without Node or the pinned
+modules): the TypeScript SDK client (``@modelcontextprotocol/sdk`` from
+``tests/interop/node_modules``, ``benchmarks/stdio_ts_client.mjs``), the way the seed's figures
+were taken, so fusion-nb's row reads against the seed's quoted row (``vs seed``; figures from
+another machine), and against the TypeScript SDK's own stdio server (``McpServer`` on Node,
+``benchmarks/stdio_ts_server.mjs``: what the seed is built on), measured in the same run.
+
 ``--startup N``: spawn to first answered call of ``fusion-nb serve NOTEBOOK`` over stdio
 (median of N; the process is spawned, handshakes and calls one tool).
 
@@ -43,6 +50,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
 import argparse
 import json
 import select
+import shutil
 import statistics
 import subprocess
 import time
@@ -258,6 +266,38 @@ async def client_figures(name: str, calls: int, depth: int, per_task: int) -> tu
     return times, rate
 
 
+# ---- the TypeScript SDK client ----
+
+NODE_MODULES = REPO / "tests" / "interop" / "node_modules"
+TS_CLIENT = HERE.parent / "stdio_ts_client.mjs"
+#: the TypeScript SDK's own stdio server (``McpServer``, Node), the seed's foundation: measured in this run
+TS_SERVER = "TypeScript SDK McpServer (Node)"
+#: the seed's figures the TypeScript client's table reads against (issue 27's side-by-side run)
+SEED = "MCP Fusion (seed, issue 27)"
+
+
+def ts_client_missing() -> str | None:
+    """Why the TypeScript client cannot run here, or ``None``."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (NODE_MODULES / "@modelcontextprotocol" / "sdk").is_dir():
+        return f"the pinned @modelcontextprotocol/sdk is not in {NODE_MODULES} (npm ci there)"
+    return None
+
+
+def ts_client_figures(name: str, calls: int, depth: int, total: int) -> tuple[list[float], float]:
+    """Sequential latencies and calls/s at ``depth`` in flight, the TypeScript client driving ``name``."""
+    server = (
+        ["node", str(HERE.parent / "stdio_ts_server.mjs"), str(NODE_MODULES)] if name == TS_SERVER else child_argv(name)
+    )
+    command = ["node", str(TS_CLIENT), str(NODE_MODULES), str(calls), str(depth), str(total), *server]
+    done = subprocess.run(command, capture_output=True, env=child_env(), timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the TypeScript client against {name} failed: {done.stderr.decode()[-500:]}")
+    figures = json.loads(done.stdout)
+    return figures["times"], figures["rate"]
+
+
 # ---- start-up ----
 
 
@@ -307,15 +347,26 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def table(title: str, latencies: dict[str, list[float]], rates: dict[str, list[float]], depth: int) -> str:
+def table(
+    title: str,
+    latencies: dict[str, list[float]],
+    rates: dict[str, list[float]],
+    depth: int,
+    versus: str = "SDK",
+    anchor: tuple[str, float, float] | None = None,
+) -> str:
+    """p50, p99 and calls/s per server, with ratios to the SDK's row (or to ``anchor``: name, p50 s, calls/s)."""
     lines = [
         f"### {title}",
         "",
-        f"| server | p50 µs | p99 µs | p50 vs SDK | calls/s, {depth} in flight | calls/s vs SDK |",
+        f"| server | p50 µs | p99 µs | p50 vs {versus} | calls/s, {depth} in flight | calls/s vs {versus} |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    base_p50 = statistics.median(latencies[BASELINE])
-    base_rate = statistics.median(rates[BASELINE])
+    if anchor is None:
+        base_p50, base_rate = statistics.median(latencies[BASELINE]), statistics.median(rates[BASELINE])
+    else:
+        label, base_p50, base_rate = anchor
+        lines.append(f"| {label} | {base_p50 * 1e6:,.0f} | | 1.00x | {base_rate:,.0f} | 1.00x |")
     for name in latencies:
         p50, p99 = statistics.median(latencies[name]), quantile(latencies[name], 0.99)
         rate = statistics.median(rates[name])
@@ -335,7 +386,7 @@ def main(args: argparse.Namespace) -> None:
         print(f"| {label} | {p50:.3f} | {anchor_rate:,} |")
     print()
     names = list(SERVERS)
-    for era in (LEGACY, MODERN):
+    for era in (LEGACY, MODERN) if args.rounds else ():
         latencies: dict[str, list[float]] = {name: [] for name in names}
         rates: dict[str, list[float]] = {name: [] for name in names}
         pipes = {name: RawPipe(child_argv(name), era) for name in names}
@@ -363,6 +414,23 @@ def main(args: argparse.Namespace) -> None:
                 rates[name].append(rate)
         print(table("official Python client (mcp.Client, 2025-11-25)", latencies, rates, args.in_flight))
         print()
+    if args.ts_rounds:
+        missing = ts_client_missing()
+        if missing is not None:
+            print(f"### TypeScript SDK client: skipped ({missing})\n")
+        else:
+            ts_names = [*names, TS_SERVER]
+            latencies = {name: [] for name in ts_names}
+            rates = {name: [] for name in ts_names}
+            for round_ in range(args.ts_rounds):
+                for name in ts_names[round_ % len(ts_names) :] + ts_names[: round_ % len(ts_names)]:
+                    times, rate = ts_client_figures(name, args.calls, args.in_flight, args.in_flight_calls)
+                    latencies[name] += times
+                    rates[name].append(rate)
+            title = "TypeScript SDK client (@modelcontextprotocol/sdk, 2025-11-25), against the seed's figures"
+            seed = (f"{SEED}, quoted (not run here)", ANCHORS[SEED][0] / 1e3, ANCHORS[SEED][1])
+            print(table(title, latencies, rates, args.in_flight, versus="seed", anchor=seed))
+            print()
     if args.startup:
         seconds = startup(REPO / args.notebook, args.startup)
         print(
@@ -374,12 +442,13 @@ def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="sequential calls per server per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the raw pipe load generator (0: none)")
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--in-flight-calls", type=int, default=5000, help="calls per in-flight measurement")
     parser.add_argument("--client-rounds", type=int, default=1, help="rounds with the official client (0: none)")
     parser.add_argument("--client-per-task", type=int, default=40)
+    parser.add_argument("--ts-rounds", type=int, default=1, help="rounds with the TypeScript SDK client (0: none)")
     parser.add_argument("--startup", type=int, default=5, help="start-up runs of fusion-nb serve (0: none)")
     parser.add_argument("--notebook", default="notebooks/01-quickstart.ipynb")
     parser.add_argument("--serve", help=argparse.SUPPRESS)

@@ -28,10 +28,11 @@ from typing import Any
 import ipywidgets as w
 
 import fusion_nb.engine
-from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
+from fusion_nb.engine import Call, CallResult
 
 from .closing import close_parts, close_tree
 from .coalesce import Coalescer
+from .live_views import hide_live, show_live
 from .prompt import Prompt
 from .status import (
     BAR_WIDTH,
@@ -39,6 +40,7 @@ from .status import (
     NAME_WIDTH,
     STATUS_WIDTH,
     VIEW_WIDTH,
+    crash_of,
     error_html,
     escape,
     look,
@@ -50,14 +52,6 @@ from .status import (
     tool_name,
 )
 from .watching import watch_until_settled
-
-#: the views showing each live call, by call id, so the input channel can put its form inside them
-_views: dict[str, list[CallView]] = {}
-
-
-def views_for(call_id: str) -> list[CallView]:
-    """The live ``CallView``s of the call ``call_id``, oldest first (a cell's and a panel's, say)."""
-    return list(_views.get(str(call_id), ()))
 
 
 class CallView(w.VBox):
@@ -102,7 +96,7 @@ class CallView(w.VBox):
             self._settled()
             self._stop = lambda: None
         else:
-            _views.setdefault(self.key, []).append(self)
+            show_live(self.key, self)
             self._stop = watch_until_settled(call, self._changed)
             self._schedule_tick()
 
@@ -135,11 +129,7 @@ class CallView(w.VBox):
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
-        views = _views.get(self.key)
-        if views is not None and self in views:
-            views.remove(self)
-            if not views:
-                del _views[self.key]
+        hide_live(self.key, self)
 
     def _schedule_tick(self) -> None:
         """Keep the elapsed time moving while nothing else changes (one message a tick)."""
@@ -299,14 +289,3 @@ def traceback_html(result: CallResult) -> str:
         shown.stack = traceback.StackSummary.from_list(shown.stack[first:])
     text = "".join(shown.format())
     return f"<details><summary>traceback</summary><pre>{escape(text)}</pre></details>"
-
-
-def crash_of(result: CallResult) -> BaseException | None:
-    """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
-    if result.error is None or result.error.code != INTERNAL_ERROR:
-        return None
-    exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
-    if isinstance(exception, BaseException):
-        return exception
-    cause = result.error.__cause__ if result.error is not None else None
-    return cause if isinstance(cause, BaseException) else None

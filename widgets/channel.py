@@ -12,19 +12,25 @@ rather than waiting for a click that can never come.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fusion_nb.engine import AbortSignal, InputChannel, InputQuestion, InputRequest, InputResponse, ScriptedAnswers
 
-from .call_view import views_for
-from .form import ElicitationForm
 from .frontend import has_widget_frontend
-from .prompt import Prompt
-from .url_prompt import UrlPrompt
+from .live_views import views_for
+
+if TYPE_CHECKING:
+    from .prompt import Prompt
+
+# The channel is made wherever the extension loads, a headless run included; the widget
+# modules (ipywidgets) are imported by the first prompt shown, which only a frontend sees.
 
 
 def make_prompt(request: InputRequest, problems: list[str] | tuple[str, ...] = ()) -> Prompt:
     """The prompt widget for ``request``: a URL prompt or a form."""
+    from .form import ElicitationForm
+    from .url_prompt import UrlPrompt
+
     return UrlPrompt(request) if request.kind == "url" else ElicitationForm(request, problems)
 
 

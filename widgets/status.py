@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from typing import NamedTuple
 
-from fusion_nb.engine import Call, CallResult
+from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
 
 
 class Look(NamedTuple):
@@ -151,6 +151,17 @@ def error_summary(result: CallResult, limit: int = 200) -> str:
     if error is None:
         return ""
     return shorten(f"{error.code}: {error.message}", limit)
+
+
+def crash_of(result: CallResult) -> BaseException | None:
+    """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
+    if result.error is None or result.error.code != INTERNAL_ERROR:
+        return None
+    exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
+    if isinstance(exception, BaseException):
+        return exception
+    cause = result.error.__cause__ if result.error is not None else None
+    return cause if isinstance(cause, BaseException) else None
 
 
 def error_html(result: CallResult) -> str:

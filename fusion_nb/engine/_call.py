@@ -8,6 +8,7 @@ told by ``cancel`` to stop. Nothing else writes to a call.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from enum import StrEnum
@@ -54,6 +55,9 @@ class Driver(Protocol):
     def settled(self, call: Call) -> None: ...
 
 
+#: ``Call.signal``: one signal per call, also when a worker thread and the loop ask at once
+_SIGNAL_LOCK = threading.Lock()
+
 _NO_LISTENERS: tuple[Callable[[Call], None], ...] = ()
 
 
@@ -72,6 +76,7 @@ class Call:
         "_listeners",
         "_on_progress",
         "_settled",
+        "_signal",
         "_stopped",
         "arguments",
         "body_stopped",
@@ -79,7 +84,6 @@ class Call:
         "progress",
         "request",
         "result",
-        "signal",
         "started_at",
         "status",
         "tool",
@@ -103,7 +107,7 @@ class Call:
         #: the arguments as the caller sent them (before validation), for views and traffic logs
         self.arguments = call_request.arguments
         self._on_progress = call_request.on_progress  # (the request itself is not kept: calls are many)
-        self.signal = AbortSignal(self)
+        self._signal: AbortSignal | None = None  # made on first use (see ``signal``)
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
         self.status = QUEUED if result is None else FAILED
@@ -144,6 +148,28 @@ class Call:
                 listener(self)
             except Exception:
                 log.exception("fusion-nb: a listener of call %s (tool %s) failed", self.id, self.tool_name)
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The call's abort signal (``ctx.signal``), made on first use.
+
+        Most calls never look at it, and every in-flight call would hold one. A worker
+        thread may be the first to ask (a body handing ``ctx`` to a thread of its own)
+        while the loop aborts the call: the lock makes sure both get the same signal.
+        """
+        signal = self._signal
+        if signal is None:
+            with _SIGNAL_LOCK:
+                signal = self._signal
+                if signal is None:
+                    signal = self._signal = AbortSignal(self)
+        return signal
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the call was aborted (cancelled or timed out), read without making its signal."""
+        signal = self._signal
+        return signal is not None and signal.aborted
 
     # -- driven by the runner ----------------------------------------------------------
     def mark(self, status: CallStatus, request: InputRequest | None = None) -> None:

@@ -8,6 +8,7 @@ from ._signal import AbortSignal
 
 if TYPE_CHECKING:
     from ._app import App
+    from ._call import Call
     from ._tool import Tool
 
 
@@ -18,17 +19,31 @@ class Context:
     ``ctx.state`` starts with what the app's ``context_factory`` returned.
     """
 
-    __slots__ = ("_state", "app", "call_id", "input", "signal", "tool")
+    # every in-flight call holds one: what its call knows is read from the call
+    __slots__ = ("_call", "_state", "app", "input")
 
-    def __init__(
-        self, call_id: str, tool: Tool, app: App, signal: AbortSignal, state: dict[str, Any] | None, input: Any
-    ) -> None:
-        self.call_id = call_id
-        self.tool = tool
+    def __init__(self, call: Call, app: App, state: dict[str, Any] | None, input: Any) -> None:
+        self._call = call
         self.app = app
-        self.signal = signal
         self._state = state  # (made on first use: most calls never touch it, and each in-flight call holds it)
         self.input = input
+
+    @property
+    def call_id(self) -> str:
+        """The id of the call (the one views, logs and ``app.active_calls`` show)."""
+        return self._call.id
+
+    @property
+    def tool(self) -> Tool:
+        """The tool called."""
+        tool = self._call.tool
+        assert tool is not None  # a context is made only for a call of a registered tool
+        return tool
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The call's abort signal: ``aborted``, ``wait()``, ``on_abort``, ``raise_if_aborted()``."""
+        return self._call.signal
 
     @property
     def state(self) -> dict[str, Any]:

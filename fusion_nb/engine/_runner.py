@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from ._backends import Cancellable, Interruptible, current_backend, interruptible
-from ._background import Event, Workers, new_event
+from ._background import Event, Workers
 from ._call import CANCELLED_STATUS, DONE, FAILED, RUNNING, WAITING, Call, CallStatus
 from ._channel import DEFER, InputChannel, as_response
 from ._context import Context
@@ -107,7 +107,7 @@ class ToolPlan:
         """Rebuild the chain: the app's middleware (outermost), the tool's, the handler stage."""
         middleware = [*app_middleware, *self.tool.middleware]
         self.chain: Stage = compose(middleware, handler_stage(self.tool, self.serializer))
-        self.direct: Callable[[Any, Context], Awaitable[Any]] | None = (
+        self.direct: Callable[[Any, Context], Coroutine[Any, Any, Any]] | None = (
             self.tool.handler if not middleware and not self.needs_runner else None
         )
 
@@ -174,7 +174,6 @@ class Runner:
         "_held",
         "_turn",
         "_worker",
-        "_worker_done",
         "call",
         "channel",
         "ctx",
@@ -199,11 +198,10 @@ class Runner:
         self.settings = settings
         self.channel: InputChannel = request.channel if request.channel is not None else app.input_channel
         call = self.call = Call(call_id, plan.tool, request, self)
-        self.ctx = Context(call_id, plan.tool, app, call.signal, state, value)
+        self.ctx = Context(call, app, state, value)
         self._held: list[Slots] | None = None
         self._turn: tuple[Slots, Event] | None = None
         self._worker: Cancellable | None = None
-        self._worker_done: Event | None = None
         self._cut: Interruptible | None = None
 
     # -- starting ----------------------------------------------------------------------
@@ -230,10 +228,12 @@ class Runner:
         """Run the call in a task of its own (with its timer, when the tool has a timeout)."""
         if self._begin():
             timed = self.plan.tool.timeout is not None
-            # ``_work`` lets nothing but cancellation escape (no guard frame); a task group might
-            self._worker = self.settings.workers.spawn(
-                self._timed_work if timed else self._work, self.plan.task_name, self, timed
-            )
+            # what runs lets nothing but cancellation escape (no guard frame); a task group might
+            work = self._timed_work if timed else self._work if self._turn is not None else self._detached_run
+            self._worker = self.settings.workers.spawn(work, self.plan.task_name, self, timed)
+
+    def _detached_run(self) -> DetachedRun:
+        return DetachedRun(self)
 
     async def run_inline(self) -> CallResult:
         """Run the call in the awaiting task (no detached worker, no extra loop turns); its result.
@@ -271,7 +271,6 @@ class Runner:
         worker = self._worker
         if worker is not None and self.settings.workers.running(worker):
             worker.cancel()
-            self._worker_done = new_event()
             self.settings.workers.spawn(self._watch_cleanup, name=f"fusion-nb cleanup watch {self.plan.tool.name}")
 
     def settled(self, call: Call) -> None:
@@ -280,11 +279,8 @@ class Runner:
 
     async def _watch_cleanup(self) -> None:
         """After ``grace``, say once that the aborted body is still cleaning up (never interrupt it)."""
-        done = self._worker_done
-        if done is None:
-            return
         with anyio.move_on_after(self.settings.grace):
-            await done.wait()
+            await self.call.wait_stopped()  # (``worker_finished`` marks it stopped)
             return
         log.warning(
             "tool %s (call %s) is still cleaning up %gs after it was aborted; its slots stay held until its body ends",
@@ -328,8 +324,6 @@ class Runner:
         """The call's detached task has ended (``Workers`` says so): its slots go back, its body has stopped."""
         self._release_all()
         self.call.mark_stopped()
-        if self._worker_done is not None:
-            self._worker_done.set()
 
     def in_thread(self, func: Callable[[], T]) -> Awaitable[T]:
         """Run ``func()`` in a thread of the app's pool; the await lasts as long as the thread."""
@@ -353,21 +347,14 @@ class Runner:
         Whatever the handler raises, the call settles here (or was settled by its
         abort). Kept to few locals: every in-flight call holds this frame, so the
         rarer paths (a queue turn, input rounds, an exception) live in methods of their own.
+        ``DetachedRun`` takes the same steps without the frame.
         """
         try:
             if self._turn is not None:
                 await self._wait_turn()
-            self.call.mark(RUNNING)
-            plan = self.plan
-            if plan.direct is not None and self.rounds is None and current_rounds.get() is None:
-                ctx = self.ctx
-                if ctx.signal.aborted:
-                    ctx.signal.raise_if_aborted()
-                value = await plan.direct(ctx.input, ctx)
-                if type(value) is InputRequest:
-                    value = await self._pipeline(value)
-            else:
-                value = await self._pipeline(None)
+            value = await self.body()
+            if type(value) is InputRequest:
+                value = await self._pipeline(value)
             result = self._present(value)
         except BaseException as exc:
             outcome = self._outcome(exc)
@@ -376,6 +363,46 @@ class Runner:
             if outcome is _UNWOUND:
                 return
             result = outcome
+        self._finish(result)
+
+    # -- the steps of a run (``_work`` and ``DetachedRun`` take them) ----------------------
+    def body(self) -> Coroutine[Any, Any, Any]:
+        """The run's first step: the call is running; the handler's coroutine, or the pipeline's.
+
+        The handler is awaited directly (no stage frame) when nothing stands between the
+        runner and it and no input rounds are under way; an aborted call stops here.
+        """
+        self.call.mark(RUNNING)
+        plan = self.plan
+        if plan.direct is not None and self.rounds is None and current_rounds.get() is None:
+            if self.call.aborted:
+                self.call.signal.raise_if_aborted()
+            ctx = self.ctx
+            return plan.direct(ctx.input, ctx)
+        return self._pipeline(None)
+
+    def input_rounds(self, asked: InputRequest) -> Coroutine[Any, Any, Any]:
+        """What runs next when the handler's first answer is a question: the input rounds."""
+        return self._pipeline(asked)
+
+    def conclude(self, value: Any) -> None:
+        """The body's last value, presented, is the call's result."""
+        try:
+            result = self._present(value)
+        except BaseException as exc:
+            self.conclude_raised(exc)
+            return
+        self._finish(result)
+
+    def conclude_raised(self, exc: BaseException) -> None:
+        """The body raised ``exc``: the call's result, or ``exc`` raised again when it is not the call's."""
+        outcome = self._outcome(exc)
+        if outcome is None:
+            raise exc  # ours (the call has settled) or the awaiting caller's (its waiter settles it)
+        if outcome is not _UNWOUND:
+            self._finish(outcome)
+
+    def _finish(self, result: CallResult) -> None:
         if self._held is not None or self._turn is not None:
             self._release_all()  # the body has stopped: the next caller finds its slot free
         self.call.settle(result, _status_of(result) if result.is_error else DONE)
@@ -409,8 +436,8 @@ class Runner:
             while True:
                 if value is None:
                     if direct is not None:
-                        if ctx.signal.aborted:
-                            ctx.signal.raise_if_aborted()
+                        if self.call.aborted:
+                            self.call.signal.raise_if_aborted()
                         value = await direct(ctx.input, ctx)
                     else:
                         value = await chain(ctx)
@@ -443,7 +470,7 @@ class Runner:
         backend = current_backend()
         if backend.is_cancellation(exc) and not backend.is_foreign_cancellation(exc):
             return None
-        if self.call.signal.aborted:
+        if self.call.aborted:
             if not isinstance(exc, Aborted) and not backend.is_cancellation(exc):
                 log.error(
                     "tool %s (call %s) raised during its cleanup after an abort",
@@ -517,6 +544,64 @@ class Runner:
                 ) from None
         content, structured = present(value, self.settings.app.answer_limits)
         return CallResult(value, content, structured)
+
+
+class DetachedRun(Coroutine[Any, Any, None]):
+    """A detached call's task, without a coroutine frame of its own: the runner's steps, driven by hand.
+
+    Every in-flight detached call holds its task's coroutine, and ``Runner._work``'s
+    frame is a tenth of an in-flight call (272 bytes; this object is 48:
+    ``benchmarks/engine.py``, memory per in-flight call). It takes the steps ``_work``
+    takes for a call with no queue turn: the first step starts the body
+    (``Runner.body``), every step passes the loop's value or exception on to it, and
+    the body's end goes to the runner (``input_rounds``, ``conclude``,
+    ``conclude_raised``). Only cancellation escapes, as from ``_work``. A
+    ``collections.abc.Coroutine``, so an asyncio task runs it; awaitable, so trio's
+    system task awaits it.
+    """
+
+    __slots__ = ("_body", "_runner")
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self._body: Coroutine[Any, Any, Any] | None = None
+
+    def send(self, value: Any, thrown: BaseException | None = None) -> Any:
+        """One step: ``value`` (or ``thrown``, from ``throw``) passed on to the body; its end concluded."""
+        runner, body = self._runner, self._body
+        try:
+            if body is None:
+                body = self._body = runner.body()
+            return body.send(value) if thrown is None else body.throw(thrown)
+        except StopIteration as stop:
+            value = stop.value
+        except BaseException as raised:
+            runner.conclude_raised(raised)
+            raise StopIteration from None
+        if type(value) is InputRequest:  # the handler asked for input: its rounds run on in this task
+            self._body = runner.input_rounds(value)
+            return self.send(None)
+        runner.conclude(value)
+        raise StopIteration
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        exc = val if val is not None else typ() if isinstance(typ, type) else typ
+        if self._body is None:
+            raise exc  # thrown in before the first step: the body never starts (as with a coroutine)
+        return self.send(None, exc)
+
+    def close(self) -> None:
+        if self._body is not None:
+            self._body.close()
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def __iter__(self) -> DetachedRun:
+        return self
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self  # (an iterator with send and throw, as ``await`` needs)
 
 
 #: ``_outcome``: the aborted call's body has unwound (it settled when it was aborted)

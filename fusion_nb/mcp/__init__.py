@@ -9,8 +9,9 @@ Submodules load on first use: ``python -m fusion_nb.mcp.stdio`` must not find
 importing the package should not pull in uvicorn or the HTTP stack.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from .._lazy import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .convert import tool_definition
@@ -48,11 +49,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """Import the submodule defining ``name`` on first access (PEP 562)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_attributes(__name__, _HOMES)

@@ -58,7 +58,9 @@ def client_label(ctx: ServerRequestContext[Any, Any]) -> str | None:
     info = params.client_info if params is not None else None
     if info is None:
         return None
-    label = "".join(c for c in f"{info.name} {info.version}".strip() if c.isprintable())
+    label = f"{info.name} {info.version}".strip()
+    if not label.isprintable():  # (read on every call: the character walk only for a label that needs it)
+        label = "".join(c for c in label if c.isprintable())
     return label if len(label) <= 60 else label[:59] + "…"
 
 

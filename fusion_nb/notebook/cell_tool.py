@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
 from ..engine import CANCELLED, BoundTool, Call
-from ..widgets import crash_of, describe_tool, views_for
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -43,14 +43,14 @@ class CellTool:
         """Run the tool to its value; interrupting the cell cancels it."""
         __tracebackhide__ = True  # IPython: this frame is ours, not the person's
         call = self.start(**arguments)
-        for view in views_for(call.id):  # this cell shows the call's outcome itself (error in one line, value as Out)
+        for view in widgets.views_for(call.id):  # the cell shows the outcome (an error in a line, a value as Out)
             view.leave_outcome_to_the_cell()
         try:
             result = await call.wait()
         except asyncio.CancelledError:
             await self._host.after_interrupt(call)
             raise
-        crash = crash_of(result)
+        crash = widgets.crash_of(result)
         if isinstance(crash, Exception):
             raise crash.with_traceback(_tool_cell_frames(crash.__traceback__))
         if result.error is not None and call.status == "cancelled" and result.error.code == CANCELLED:
@@ -63,7 +63,7 @@ class CellTool:
         return f"<fusion tool {self.tool.name!r}: await {self._host.binding_name(self.tool)}(...)>"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(describe_tool(self.tool))
+        printer.text(widgets.describe_tool(self.tool))
 
 
 def _tool_cell_frames(tb: Any) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ShownScriptedAnswers, ToolCard, WidgetInputChannel, has_widget_frontend, show_call
+from fusion_nb.widgets import ShownScriptedAnswers, WidgetInputChannel, has_widget_frontend, show_call
 
 from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool, use_presenter
 from ..mcp.rich import Presenter
@@ -298,7 +298,11 @@ class Host:
     # -- cards, serving, status ---------------------------------------------------------
     def card(self, bound: Any) -> Any:
         """What a ``%%fusion_tool`` cell shows: the tool card widget, or its text."""
-        return ToolCard(bound.tool, self.app) if has_widget_frontend() else bound
+        if not has_widget_frontend():
+            return bound
+        from fusion_nb.widgets import ToolCard  # (ipywidgets: only where a widget can show)
+
+        return ToolCard(bound.tool, self.app)
 
     def serve(self, host: str, port: int, auth: bool, token: str | None = None, hide_token: bool = False) -> Any:
         """Start serving (once); print the URL, token and client configuration.

@@ -11,8 +11,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
 from ..engine import ToolBuilder, enable_job_tools
-from ..widgets import describe_tool
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
 from .tasks_view import TasksView
@@ -176,7 +176,7 @@ class FusionMagics(Magics):
             if not tools:
                 print("No tools yet: define one with %%fusion_tool <name>.")
             for tool in tools:
-                print(describe_tool(tool))
+                print(widgets.describe_tool(tool))
             for line in self.host.app.catalog.describe():
                 print(line)
             return None

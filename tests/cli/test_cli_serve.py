@@ -197,7 +197,12 @@ def test_a_bad_http_flag_is_one_sentence_before_anything_loads(flags, refusal):
 STARTUP_BOUND = 7.5
 
 
-def test_serving_a_notebook_over_stdio_answers_its_first_request_soon_after_spawn(tmp_path):
+def first_answers(tmp_path, *python_flags: str) -> tuple[list[dict], float, str]:
+    """Spawn ``fusion-nb serve`` on the destructive notebook over stdio, handshake, list the tools.
+
+    Returns the two answers, the seconds from spawn to the second, and what the process wrote
+    on stderr by then (it is killed after the second answer).
+    """
     import json
     import subprocess
     import time
@@ -213,15 +218,19 @@ def test_serving_a_notebook_over_stdio_answers_its_first_request_soon_after_spaw
         json.dumps(m).encode() + b"\n"
         for m in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, listing)
     )
+    errors = tmp_path / "stderr"
     start = time.perf_counter()
-    with subprocess.Popen(
-        [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
-        cwd=str(REPO),
-    ) as process:
+    with (
+        errors.open("wb") as stderr,
+        subprocess.Popen(
+            [sys.executable, *python_flags, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
+            cwd=str(REPO),
+        ) as process,
+    ):
         assert process.stdin is not None and process.stdout is not None
         try:
             process.stdin.write(wire)
@@ -230,6 +239,28 @@ def test_serving_a_notebook_over_stdio_answers_its_first_request_soon_after_spaw
             elapsed = time.perf_counter() - start
         finally:
             process.kill()
+    return answers, elapsed, errors.read_text(errors="replace")
+
+
+def test_serving_a_notebook_over_stdio_answers_its_first_request_soon_after_spawn(tmp_path):
+    answers, elapsed, _ = first_answers(tmp_path)
     assert [answer["id"] for answer in answers] == [1, 2]
     assert {tool["name"] for tool in answers[1]["result"]["tools"]} == {"billing.refund", "ledger.read"}
     assert elapsed < STARTUP_BOUND, f"spawn to first answer took {elapsed:.2f} s (bound {STARTUP_BOUND} s)"
+
+
+def test_serving_a_notebook_over_stdio_never_imports_the_widgets(tmp_path):
+    """Headless, no widget can show: ipywidgets and the widget modules stay unimported (start-up time).
+
+    ``-X importtime`` lists every module the real server process imported, the notebook's
+    cells included (this one calls a tool while it loads); the widget modules load on first
+    use (``fusion_nb/widgets/__init__.py``), and nothing on the stdio path uses them.
+    """
+    answers, _, imported = first_answers(tmp_path, "-X", "importtime")
+    assert [answer["id"] for answer in answers] == [1, 2]
+    modules = {line.rpartition("|")[2].strip() for line in imported.splitlines() if line.startswith("import time:")}
+    assert "fusion_nb.mcp.pipe" in modules, imported[-2000:]  # (the listing is there: it names the stdio server)
+    widgets = sorted(
+        m for m in modules if m.split(".")[0] in ("ipywidgets", "comm") or m == "fusion_nb.widgets.call_view"
+    )
+    assert widgets == [], f"serving over stdio imported {len(widgets)} widget modules: {', '.join(widgets[:4])}..."

@@ -184,3 +184,30 @@ def test_a_forked_child_starts_its_own_workers():
             process.kill()
             process.join(10)
     assert process.exitcode == 0
+
+
+async def test_a_thread_of_an_async_body_that_asks_first_for_the_signal_sees_the_abort(app):
+    """The signal is made on first use, and here the first to ask is a thread the body started
+    (not the engine's): the loop's abort must reach the very signal that thread holds."""
+    polling, finished, seen = threading.Event(), threading.Event(), []
+
+    def poll(ctx) -> None:
+        signal = ctx.signal  # made here, in the thread: the loop has not looked at it
+        polling.set()
+        for _ in range(10_000):  # (about 10 s at most: catches a signal that never aborts)
+            if signal.aborted:
+                break
+            threading.Event().wait(0.001)
+        seen.append((signal.aborted, signal is ctx.signal))
+        finished.set()
+
+    @app.f.action("polls_in_a_thread").handle
+    async def polls_in_a_thread(input, ctx):
+        await anyio.to_thread.run_sync(poll, ctx, abandon_on_cancel=False)
+
+    call = app.start("polls_in_a_thread")
+    await anyio.to_thread.run_sync(polling.wait, 10)
+    call.cancel()
+    await anyio.to_thread.run_sync(finished.wait, 10)
+    await call.wait_stopped()
+    assert seen == [(True, True)]
