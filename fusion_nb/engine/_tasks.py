@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("fusion_nb")
 
 TASK_MODES = ("optional", "required")
+#: seconds ``Tasks.stop`` waits for another worker's task to turn cancelled before it returns
+RELAYED_STOP_WAIT = 5.0
 #: the longest ttl a tool or a request may ask for (seconds): a week
 MAX_TTL = 7 * 24 * 3600.0
 
@@ -573,6 +575,10 @@ class Tasks:
             return
         if task.remote and self.shared is not None:
             await self.shared.cancel(task)
+            # as for a local task, answer once it is cancelled (its worker settles it at once; the
+            # copy hears of it within a write or two), bounded: a worker that died leaves it failed
+            with anyio.move_on_after(RELAYED_STOP_WAIT):
+                await task.wait()
         else:
             self.cancel(task.owner, task.id)
 

@@ -132,9 +132,15 @@ def modern_task(task: Task) -> dict[str, Any]:
 
 
 def _call_result(task: Task, tasks: Tasks, modern: bool) -> dict[str, Any]:
-    result = task.result or CallResult.failure(
-        ToolError("CANCELLED", f'Task "{task.id}" of tool "{task.tool_name}" has no result.')
-    )
+    result = task.result
+    if result is None and task.status == TaskStatus.FAILED:  # ended without a call result: a dead worker's
+        result = CallResult.failure(
+            ToolError("TASK_FAILED", task.status_message or f'Task "{task.id}" of tool "{task.tool_name}" failed.')
+        )
+    elif result is None:
+        result = CallResult.failure(
+            ToolError("CANCELLED", f'Task "{task.id}" of tool "{task.tool_name}" has no result.')
+        )
     tool = tasks.app.get(task.tool_name)  # (every worker serves the same tools: a copy has no call)
     return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern)
 

@@ -24,6 +24,7 @@ from tasks_client import Tasks as TasksExtension
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 from fusion_nb.engine import InputResponse, TaskStatus, ToolError, enable_job_tools, tasks_of
 from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.tasks import detailed_task
 from fusion_nb.redis_tasks import STOPPED, share_tasks, shown_url
 
 pytestmark = pytest.mark.anyio
@@ -131,6 +132,8 @@ async def test_the_tasks_of_a_worker_whose_lease_lapsed_turn_failed(redis_server
         assert copy is not None and copy.status == TaskStatus.FAILED and copy.status_message == STOPPED
         again = await b.find_all("alice")
         assert [(t.id, t.status) for t in again] == [(task.id, TaskStatus.FAILED)]
+        inline = detailed_task(copy, b)["result"]  # what a 2026 tasks/get inlines: why, not "no result"
+        assert inline["isError"] and inline["content"][0]["text"] == f"[TASK_FAILED] {STOPPED}"
         await a.stop(task)
 
 
@@ -202,7 +205,8 @@ async def test_both_wires_on_b_serve_a_task_that_runs_on_a(redis_server):
             listed = (await on_b.request("tasks/list", {}))["tasks"]
             assert [(t["taskId"], t["status"]) for t in listed] == [(created["taskId"], "completed")]
             stuck = (await on_a.request("tools/call", {"name": "stuck", "arguments": {}, "task": {}}))["task"]
-            assert (await on_b.request("tasks/cancel", {"taskId": stuck["taskId"]}))["taskId"] == stuck["taskId"]
+            answered = await on_b.request("tasks/cancel", {"taskId": stuck["taskId"]})
+            assert (answered["taskId"], answered["status"]) == (stuck["taskId"], "cancelled")  # then answered
             with anyio.fail_after(10):
                 while (await on_b.request("tasks/get", {"taskId": stuck["taskId"]}))["status"] != "cancelled":
                     await anyio.sleep(0.02)
