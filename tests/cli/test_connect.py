@@ -497,3 +497,37 @@ async def test_malformed_task_ids_and_a_host_without_the_extension_get_the_serve
             await missing_extension_refused(plain.session)  # the upstream's answer, relayed
         await streams.until(lambda: streams.open == 0)
         assert server.task_listen.watching == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the upstream's uvicorn serves on asyncio
+async def test_the_upstream_closing_its_task_stream_ends_the_hosts_stream_gracefully():
+    """The upstream ends its listen streams (a graceful close): the host's task stream ends with the result
+    naming its own subscription id, so the host knows to listen again (nothing is replayed)."""
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp.tasks_client import TasksExtension, listen_request
+
+    async with listen_upstream() as (upstream, server, streams):
+        tasks, frames = TasksExtension(), Frames()
+        async with (
+            bridged(upstream.url, TOKENS["bob"], "2026", extensions=[tasks], message_handler=frames) as host,
+            anyio.create_task_group() as calls,
+        ):
+            task_id = await task_started(host, calls, tasks, "forever", {})
+            ended: list[types.SubscriptionsListenResult] = []
+
+            async def listen() -> None:
+                request = listen_request([task_id])
+                ended.append(await host.session.send_request(request, types.SubscriptionsListenResult))
+                frames.changed()
+
+            calls.start_soon(listen)
+            await frames.until(lambda: bool(frames.acks))
+            host_id = frames.acks[0].meta[SUBSCRIPTION_ID]
+            with anyio.fail_after(30):
+                await tasks.hear(task_id, "working")
+            server.task_listen.close()
+            await frames.until(lambda: bool(ended))
+            assert ended[0].meta is not None and ended[0].meta[SUBSCRIPTION_ID] == host_id
+            await streams.until(lambda: streams.open == 1)  # the bridge's own stream, re-opened; no task stream
+            calls.cancel_scope.cancel()
+        tasks_of(upstream.app).cancel("bob", task_id)
