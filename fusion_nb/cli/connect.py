@@ -28,6 +28,11 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   ``tasks/update`` as they came. A 2025-11-25 host's ``params.task`` is refused in one
   sentence: the SDK client validates a 2025 ``tools/call`` answer as a ``CallToolResult``
   (claims are inactive there), so a ``CreateTaskResult`` cannot come back through it.
+* Task status on listen: a 2026 host's ``subscriptions/listen`` naming ``taskIds``
+  gets an upstream listen stream of its own for them, opened in the host's name and
+  closed with the host's stream (``_TaskListen``); the host's ack names the ids the
+  upstream accepted, and each upstream ``notifications/tasks`` reaches the host's
+  stream stamped with the host's subscription id. Tool list changes share the stream.
 * The upstream failing under a call (its POST refused, or cut before any answer)
   answers that call with one sentence, and the bridge's later requests too: the SDK's
   client leaves such a request unanswered for ever and stops sending (``_watching_transport``).
@@ -61,7 +66,7 @@ import contextvars
 import dataclasses
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -72,6 +77,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..mcp.client_config import TOKEN_ENV
 from ..mcp.tasks_client import EXTENSION as TASKS_EXTENSION
+from ..mcp.tasks_client import listen_request
 from .errors import CliError
 from .service import log_to_stderr as log
 
@@ -98,6 +104,7 @@ class _Forwarded:
     ctx: Any
     tool: str = ""
     failure: ToolError | None = None  # what the host would get direct, when asking the host failed
+    listen: _UpstreamListen | None = None  # the upstream listen stream this request opens, told its request id
 
 
 #: the downstream request an upstream request (or an upstream elicitation) is made for
@@ -170,7 +177,7 @@ async def bridge(
                 outgoing=_HostStamp,
                 client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
                 elicitation_callback=_forward_elicitation,
-                extensions=[_tasks_claim()],
+                extensions=[_tasks_claim(relay.on_task_status)],
                 message_handler=relay.on_upstream_message,
             ) as client:
                 relay.client = client
@@ -229,6 +236,7 @@ class _Relay:
         self.output_schemas: dict[str, bool] = {}  # whether each listed tool declares one (error results differ)
         self.failed: str | None = None  # once the upstream failed under a call: why, in one sentence
         self.pending: set[_Failure] = set()  # the calls waiting for the upstream now
+        self.task_listens: dict[types.RequestId, _UpstreamListen] = {}  # by upstream subscription id
 
     def upstream_failed(self, exc: BaseException) -> str:
         """Note the upstream's failure (logged once); the sentence every pending and later call gets."""
@@ -273,16 +281,34 @@ class _Relay:
                 self.sessions.remove(session)
 
     async def on_upstream_message(self, message: Any) -> None:
-        """A 2025-era upstream's notification.
+        """A 2025-era upstream's notification, or the ack of a task listen stream opened for a host.
 
         A 2026 upstream's changes arrive on the listen stream ``follow_upstream`` reads;
         the SDK client copies those events here too, so here they are ignored (the host
-        would be told twice).
+        would be told twice). The SDK client routes no ack of a listen it did not open
+        with ``Client.listen`` (the host's ``taskIds`` have no place there): those come
+        here, and name their stream in ``_meta``.
         """
-        if isinstance(message, types.ToolListChangedNotification) and (
+        if isinstance(message, types.SubscriptionsAcknowledgedNotification):
+            listen = self._task_listen_of(message.params)
+            if listen is not None:
+                listen.acknowledged(message.params.notifications)
+        elif isinstance(message, types.ToolListChangedNotification) and (
             self.client is None or self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS
         ):
             await self.tools_changed()
+
+    async def on_task_status(self, params: Any) -> None:
+        """An upstream ``notifications/tasks`` (the bridge client's binding): queued on the host stream it is for."""
+        listen = self._task_listen_of(params)
+        task_id = (params.model_extra or {}).get("taskId")
+        if listen is not None and isinstance(task_id, str):
+            listen.stream.changed(task_id, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    def _task_listen_of(self, params: Any) -> _UpstreamListen | None:
+        """The host stream an upstream frame is for, by the subscription id in its ``_meta`` (if it is one of them)."""
+        subscription_id = _subscription_of(params)
+        return self.task_listens.get(subscription_id) if subscription_id is not None else None
 
     def modern_tasks(self) -> bool:
         """Whether the upstream speaks 2026-07-28 and advertises the tasks extension (so the bridge can too)."""
@@ -424,7 +450,7 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
         "fusion-nb-connect",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_subscriptions_listen=ListenHandler(relay.bus),
+        on_subscriptions_listen=_TaskListen(ListenHandler(relay.bus), relay),
     )
     server.middleware = [
         _TaskRelay(relay)
@@ -454,13 +480,17 @@ class _TaskCreated(types.Result):
     result_type: Literal["task"] = "task"
 
 
-def _tasks_claim() -> Any:
+def _tasks_claim(on_status: Callable[[Any], Awaitable[None]]) -> Any:
     """The bridge client's tasks extension: it claims the upstream's task answer and returns it as it is.
 
     Without a registered claim the SDK client rejects a ``resultType: "task"`` answer;
     this one never polls (the host does, through the bridge's ``tasks/*`` handlers).
+    Its binding hands each upstream ``notifications/tasks`` to ``on_status`` (the SDK
+    client delivers an extension's notifications only through a binding).
     """
-    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
+
+    from ..mcp.task_listen import TaskStatusParams
 
     async def unresolved(created: _TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
         raise RuntimeError("the bridge passes task answers to its host; it never resolves them itself")
@@ -472,6 +502,9 @@ def _tasks_claim() -> Any:
 
         def claims(self) -> list[ResultClaim[Any]]:
             return [ResultClaim(result_type="task", model=_TaskCreated, resolve=unresolved)]
+
+        def notifications(self) -> list[NotificationBinding[Any]]:
+            return [NotificationBinding(method="notifications/tasks", params_type=TaskStatusParams, handler=on_status)]
 
     return PassThrough()
 
@@ -539,6 +572,131 @@ class _TaskRelay:
         async with _forwarding(_Forwarded(ctx, call.name)):
             result = await _modern_call(self.relay, ctx, call, claimed=True)
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class _TaskListen:
+    """The bridge's ``subscriptions/listen``: the SDK's handler on the relay's bus, plus a 2026 host's ``taskIds``.
+
+    A host stream naming task ids (when the upstream advertises tasks; otherwise the
+    SDK's handler ignores them, as a server without the extension does) gets an
+    upstream listen stream of its own for them, opened in the host's name (so the
+    upstream checks the host's own capabilities, ``-32003`` without the extension, and
+    accepts only the bridge token's tasks, as it would direct). Malformed or too many
+    ids are refused here, in the server's sentence (``requested_task_ids``, its bound).
+    The host's ack, sent once the upstream acked, names the ids the upstream accepted;
+    each upstream ``notifications/tasks`` is then sent on the host's stream stamped
+    with the host's subscription id (``TaskStatusStream``, the server's own). Tool
+    list changes travel on the same host stream as before. The upstream stream lives
+    exactly as long as the host's: closed when the host's ends (closed by the host, or
+    the host gone), closed at once when it accepted nothing, and its end (graceful or
+    lost) ends the host's stream the same way (the host re-listens; nothing is replayed).
+    """
+
+    def __init__(self, core: Any, relay: _Relay) -> None:
+        self.core = core
+        self.relay = relay
+
+    async def __call__(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> Any:
+        """Serve one host listen stream (with an upstream stream for its ``taskIds`` when there are any)."""
+        from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+        from ..mcp.task_listen import TaskStatusStream, requested_task_ids
+
+        requested = requested_task_ids(params.notifications) if self.relay.modern_tasks() else None
+        if not requested or ctx.request_id is None:
+            return await self.core(ctx, params)  # (no request id: the SDK's handler refuses it)
+        stream = TaskStatusStream(ctx.session, ctx.request_id, [], dict)
+        upstream = _UpstreamListen(self.relay, stream)
+        serving = anyio.CancelScope()
+        result = None
+        async with _forwarding(_Forwarded(ctx, listen=upstream)), anyio.create_task_group() as group:
+            group.start_soon(upstream.run, requested)
+            await upstream.acked.wait()
+            if upstream.accepted is None:  # it ended before an ack: the upstream's refusal, as it came
+                if upstream.error is not None:
+                    raise upstream.error
+                upstream.accepted = []
+            stream.accepted = upstream.accepted
+            if upstream.accepted:
+                group.start_soon(stream.pump)
+                group.start_soon(_end_with, upstream.ended, serving)
+            else:
+                upstream.scope.cancel()  # nothing to hear: no upstream stream for this host stream
+            with serving:
+                result = await self.core(dataclasses.replace(ctx, session=stream), params)
+            group.cancel_scope.cancel()
+        if result is None:  # the upstream stream ended first
+            if upstream.error is not None:
+                raise upstream.error
+            result = types.SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
+        return result
+
+
+async def _end_with(ended: anyio.Event, serving: anyio.CancelScope) -> None:
+    """End the host's stream (``serving``) once its upstream stream has ended."""
+    await ended.wait()
+    serving.cancel()
+
+
+class _UpstreamListen:
+    """The upstream listen stream the bridge opens for one host stream's ``taskIds``.
+
+    The SDK client's ``send_request`` mints the request id, and that id is the
+    subscription id naming the stream in every upstream frame; it is learnt as the
+    request is written (``sent``, from ``_HostStamp``), before any answer can arrive.
+    The relay then routes the upstream's ack (``acknowledged``) and task statuses (onto
+    ``stream``, the host stream's ``TaskStatusStream``) by that id.
+    """
+
+    def __init__(self, relay: _Relay, stream: Any) -> None:
+        self.relay = relay
+        self.stream = stream
+        self.id: types.RequestId | None = None
+        self.accepted: list[str] | None = None  # the task ids the upstream's ack names, once it came
+        self.acked = anyio.Event()  # the upstream's ack, or the stream's end before one
+        self.ended = anyio.Event()
+        self.error: MCPError | None = None  # how the upstream refused or lost the stream
+        self.scope = anyio.CancelScope()  # cancelled: the stream is closed upstream
+
+    def sent(self, message: Any) -> None:
+        """``_HostStamp``: a request written upstream for this host stream; the listen request names the stream."""
+        if self.id is None and isinstance(message, types.JSONRPCRequest) and message.method == "subscriptions/listen":
+            self.id = message.id
+            self.relay.task_listens[message.id] = self
+
+    def acknowledged(self, honored: types.SubscriptionFilter) -> None:
+        """The upstream's ack: the task ids it accepted (the first ack counts)."""
+        if self.accepted is None:
+            ids = (honored.model_extra or {}).get("taskIds")
+            self.accepted = [task_id for task_id in ids if isinstance(task_id, str)] if isinstance(ids, list) else []
+            self.acked.set()
+
+    async def run(self, task_ids: list[str]) -> None:
+        """Hold the upstream stream open until it ends or ``scope`` is cancelled; never raises (``error``)."""
+        request = listen_request(task_ids)
+        try:
+            with self.scope:
+                await self.relay.forward(
+                    lambda: self.relay.client.session.send_request(request, types.SubscriptionsListenResult)
+                )
+        except MCPError as exc:
+            self.error = exc
+        except Exception as exc:
+            self.error = _one_error(exc)
+        finally:
+            if self.id is not None:
+                self.relay.task_listens.pop(self.id, None)
+            self.ended.set()
+            self.acked.set()
+
+
+def _subscription_of(params: Any) -> types.RequestId | None:
+    """The subscription id a listen stream's frame names in its ``_meta`` (``None``: it names none)."""
+    from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+    meta = getattr(params, "meta", None)
+    value = meta.get(SUBSCRIPTION_ID_META_KEY) if isinstance(meta, dict) else None
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 async def _modern_call(relay: _Relay, ctx: Any, params: types.CallToolRequestParams, *, claimed: bool = False) -> Any:
@@ -648,6 +806,8 @@ class _HostStamp:
         forwarded = _downstream.get(None)
         if forwarded is not None:
             item = _restamped(item, forwarded.ctx)
+            if forwarded.listen is not None:
+                forwarded.listen.sent(item.message)
         await self.inner.send(item)
 
     async def aclose(self) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import anyio
@@ -121,13 +121,15 @@ class TaskListenHandler:
                 data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
         watched = await self._owned(owner_of(ctx), requested)
-        stream = _TaskStream(ctx, [task.id for task in watched], self.tasks)
+        stream = TaskStatusStream(
+            ctx.session, ctx.request_id, [task.id for task in watched], lambda task: detailed_task(task, self.tasks)
+        )
         # watched before the SDK's handler subscribes and acks, so no change between the two is lost
-        unwatch = [task.watch(stream.changed) for task in watched if not task.final]
+        unwatch = [task.watch(lambda task: stream.changed(task.id, task)) for task in watched if not task.final]
         self.watching += len(unwatch)
         try:
             async with anyio.create_task_group() as group:
-                group.start_soon(stream.pump, watched)
+                group.start_soon(stream.pump, {task.id: task for task in watched})
                 for task in watched:
                     if task.remote and not task.final:  # another worker runs it: follow its copy
                         group.start_soon(_follow, task)
@@ -159,21 +161,32 @@ async def _follow(task: Task) -> None:
             await task.wait_change()
 
 
-class _TaskStream:
-    """One listen stream's session as the SDK's handler sees it, and the pump of its task changes.
+class TaskStatusStream:
+    """One listen stream's session as the SDK's ``ListenHandler`` sees it, and the pump of its task statuses.
 
-    The SDK's handler sends the ack through ``send_notification``; the accepted task
-    ids are added to it there, and the pump starts only once it is out (the ack is
-    the stream's first frame). Every other attribute is the real session's.
+    The SDK's handler sends the ack through ``send_notification``; the ``accepted``
+    task ids are added to it there (set them any time before the ack: the bridge
+    learns them from its upstream's ack), and the pump starts only once it is out
+    (the ack is the stream's first frame). ``changed(task_id, state)`` queues a status
+    and ``detailed(state)`` renders it when it is sent, so a burst sends its latest
+    state once. Every other attribute is the real session's. Shared by the server's
+    handler (``state``: an engine ``Task``) and ``fusion-nb connect`` (``state``: the
+    upstream's ``notifications/tasks`` params), so both send the same frames.
     """
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], accepted: list[str], tasks: Tasks) -> None:
-        self.session = ctx.session
-        self.tasks = tasks
-        self.subscription_id = ctx.request_id
+    def __init__(
+        self,
+        session: Any,
+        subscription_id: types.RequestId,
+        accepted: list[str],
+        detailed: Callable[[Any], Mapping[str, Any]],
+    ) -> None:
+        self.session = session
+        self.subscription_id = subscription_id
         self.accepted = accepted
+        self.detailed = detailed
         self.acked = anyio.Event()
-        self._dirty: dict[str, Task] = {}
+        self._dirty: dict[str, Any] = {}
         self._wake = anyio.Event()
 
     def __getattr__(self, name: str) -> Any:
@@ -193,35 +206,39 @@ class _TaskStream:
             return
         await self.session.send_notification(notification, related_request_id)
 
-    def changed(self, task: Task) -> None:
-        """``Task.watch`` listener: note the task and wake the pump (a burst sends its latest state once)."""
-        self._dirty[task.id] = task
+    def changed(self, task_id: str, state: Any) -> None:
+        """Note the task's new state and wake the pump (never blocks: a ``Task.watch`` listener calls it)."""
+        self._dirty[task_id] = state
         self._wake.set()
 
-    async def pump(self, watched: list[Task]) -> None:
-        """After the ack: each task's status once, then its every change, until the stream ends."""
+    async def pump(self, initial: Mapping[str, Any] | None = None) -> None:
+        """After the ack: ``initial`` (task id to state) once, then every change, until the stream ends."""
         await self.acked.wait()
-        pending: dict[str, Task] = {task.id: task for task in watched}
+        pending: dict[str, Any] = dict(initial or {})
         while True:
             pending.update(self._dirty)
             self._dirty.clear()
-            for task in pending.values():
-                if not await self._send(task):
+            for state in pending.values():
+                if not await self._send(state):
                     return  # the client went away; the SDK's handler ends the stream
             pending.clear()
             if not self._dirty:
                 await self._wake.wait()
                 self._wake = anyio.Event()
 
-    async def _send(self, task: Task) -> bool:
-        params = TaskStatusParams.model_validate(
-            {**detailed_task(task, self.tasks), "_meta": {SUBSCRIPTION_ID_META_KEY: self.subscription_id}}
-        )
+    async def _send(self, state: Any) -> bool:
         try:
             await self.session.send_notification(
-                cast("types.ServerNotification", TaskStatusNotification(params=params)),
+                cast("types.ServerNotification", task_status(self.detailed(state), self.subscription_id)),
                 related_request_id=self.subscription_id,
             )
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, MCPError):
             return False
         return True
+
+
+def task_status(detailed: Mapping[str, Any], subscription_id: types.RequestId) -> TaskStatusNotification:
+    """``notifications/tasks`` for one stream: ``detailed`` (wire-named), its ``_meta`` naming ``subscription_id``."""
+    meta = detailed.get("_meta")
+    stamped = {**(meta if isinstance(meta, Mapping) else {}), SUBSCRIPTION_ID_META_KEY: subscription_id}
+    return TaskStatusNotification(params=TaskStatusParams.model_validate({**detailed, "_meta": stamped}))

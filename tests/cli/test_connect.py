@@ -13,6 +13,7 @@ import sys
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters, types
+from mcp.server.subscriptions import SUBSCRIPTION_ID_META_KEY as SUBSCRIPTION_ID
 from mcp.shared.exceptions import MCPError
 from served import REPO, cli_env, run_cli, served
 
@@ -315,3 +316,218 @@ def dict_adapter():
     import pydantic
 
     return pydantic.TypeAdapter(dict)
+
+
+class Watched:
+    """Something a test waits on: ``until(done)`` re-checks ``done()`` after each ``changed()`` (30 s at most)."""
+
+    def __init__(self) -> None:
+        self._changed = anyio.Event()
+
+    def changed(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, done) -> None:
+        with anyio.fail_after(30):
+            while not done():
+                await self._changed.wait()
+
+
+class OpenStreams(Watched):
+    """The upstream server's listen handler core, counting the streams open on it and their request ids."""
+
+    def __init__(self, core) -> None:
+        super().__init__()
+        self.core, self.open = core, 0
+        self.ids: list[types.RequestId] = []
+
+    async def __call__(self, ctx, params):
+        self.ids.append(ctx.request_id)
+        self.open += 1
+        self.changed()
+        try:
+            return await self.core(ctx, params)
+        finally:
+            self.open -= 1
+            self.changed()
+
+    def close(self) -> None:
+        self.core.close()
+
+
+class Frames(Watched):
+    """A host's ``message_handler``: the listen acks and tool-list changes it hears, with their ``_meta``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acks: list[types.SubscriptionsAcknowledgedNotificationParams] = []
+        self.tools_changed: list[dict] = []
+
+    async def __call__(self, message) -> None:
+        if isinstance(message, types.SubscriptionsAcknowledgedNotification):
+            self.acks.append(message.params)
+        elif isinstance(message, types.ToolListChangedNotification):
+            self.tools_changed.append((message.params.meta if message.params else None) or {})
+        self.changed()
+
+
+def accepted_ids(ack: types.SubscriptionsAcknowledgedNotificationParams) -> list[str] | None:
+    return (ack.notifications.model_extra or {}).get("taskIds")
+
+
+async def task_started(client, group, tasks, name: str, arguments: dict) -> str:
+    """Call ``name`` as a task in the background (its result polled after 30 s, so never here); its id."""
+    before = len(tasks.created)
+    group.start_soon(lambda: client.call_tool(name, arguments))
+    with anyio.fail_after(30):
+        while len(tasks.created) == before:
+            await anyio.sleep(0.02)
+    return tasks.created[before]
+
+
+def listening(group, client, request) -> None:
+    """Open a listen stream in the background (its answer comes only when the stream ends)."""
+
+    async def listen() -> None:
+        with contextlib.suppress(MCPError):  # the host left with the stream open
+            await client.session.send_request(request, types.SubscriptionsListenResult)
+
+    group.start_soon(listen)
+
+
+TOKENS = {"alice": "a" * 32, "bob": "b" * 32}
+
+
+@contextlib.asynccontextmanager
+async def listen_upstream():
+    """The task app served in this process (its listen handler observable), with alice's and bob's tokens."""
+    from http_serving import serve
+    from tasks_app import listen_app
+
+    async with serve(listen_app(), tokens=TOKENS) as upstream:
+        server = upstream.asgi.server
+        streams = server.task_listen.core = OpenStreams(server.task_listen.core)
+        yield upstream, server, streams
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the upstream's uvicorn serves on asyncio
+async def test_a_2026_host_listening_through_the_bridge_hears_its_tasks_and_only_its_own():
+    """Issue 25: a host's ``taskIds`` through ``fusion-nb connect``: the ack names the ids the upstream accepted
+    (not another token's, not an unknown one), the host hears its task working then completed with its result on
+    its own stream (stamped with its own subscription id, not the upstream's), tool changes still arrive there,
+    and the bridge's upstream stream closes when the host's stream ends."""
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp.tasks_client import TasksExtension, listen_request
+
+    async with listen_upstream() as (upstream, server, streams):
+        alices = tasks_of(upstream.app).create("alice", "forever", {})
+        tasks, frames = TasksExtension(), Frames()
+        async with (
+            bridged(upstream.url, TOKENS["bob"], "2026", extensions=[tasks], message_handler=frames) as host,
+            anyio.create_task_group() as calls,
+        ):
+            await streams.until(lambda: streams.open == 1)  # the bridge's own stream for tool changes
+            bobs = await task_started(host, calls, tasks, "report", {"seconds": 1})
+            for _ in range(3):  # refused by the bridge itself: the host's request ids run ahead of the upstream's
+                with pytest.raises(MCPError):
+                    await host.session.send_request(types.ListPromptsRequest(), types.ListPromptsResult)
+            async with anyio.create_task_group() as listen:
+                listening(listen, host, listen_request([alices.id, "no-such-task", bobs], toolsListChanged=True))
+                await frames.until(lambda: bool(frames.acks))
+                (ack,) = frames.acks
+                assert accepted_ids(ack) == [bobs] and ack.notifications.tools_list_changed is True
+                host_id = ack.meta[SUBSCRIPTION_ID]
+                assert streams.open == 2 and server.task_listen.watching == 1
+                with anyio.fail_after(30):
+                    working = await tasks.hear(bobs, "working")
+                    done = await tasks.hear(bobs, "completed")
+                assert working.result is None
+                assert done.result is not None and done.result["content"][0]["text"] == "report after 1.0 s"
+                assert {heard.task_id for heard in tasks.heard} == {bobs}
+                assert {heard.meta[SUBSCRIPTION_ID] for heard in tasks.heard} == {host_id}
+                assert host_id not in streams.ids, (host_id, streams.ids)  # the host's id, not the upstream's
+                upstream.app.f.action("late").handle(lambda input, ctx: "late")
+                await frames.until(lambda: any(meta.get(SUBSCRIPTION_ID) == host_id for meta in frames.tools_changed))
+                assert tasks.seen == [], "heard on the stream: the host's 30 s poll never came"
+                listen.cancel_scope.cancel()
+            await streams.until(lambda: streams.open == 1)  # the host's stream ended: so did the upstream one
+            calls.cancel_scope.cancel()
+        tasks_of(upstream.app).cancel("alice", alices.id)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the upstream's uvicorn serves on asyncio
+async def test_a_cancel_is_heard_through_the_bridge_and_the_upstream_stream_ends_when_the_host_leaves():
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp.tasks_client import TasksExtension, listen_request
+
+    async with listen_upstream() as (upstream, server, streams):
+        tasks, frames = TasksExtension(), Frames()
+        async with anyio.create_task_group() as calls:
+            async with bridged(upstream.url, TOKENS["bob"], "2026", extensions=[tasks], message_handler=frames) as host:
+                cancelled = await task_started(host, calls, tasks, "forever", {})
+                kept = await task_started(host, calls, tasks, "forever", {})
+                listening(calls, host, listen_request([cancelled, kept]))
+                await frames.until(lambda: bool(frames.acks))
+                assert accepted_ids(frames.acks[0]) == [cancelled, kept]
+                assert server.task_listen.watching == 2
+                await TasksExtension.cancel(host.session, cancelled)
+                with anyio.fail_after(30):
+                    heard = await tasks.hear(cancelled, "cancelled")
+                    await tasks.hear(kept, "working")
+                assert heard.result is None
+                assert server.task_listen.watching == 2  # until the stream ends
+                calls.cancel_scope.cancel()
+            # the host left with its stream open: the bridge's upstream streams close, nothing stays watched
+            await streams.until(lambda: streams.open == 0)
+            assert server.task_listen.watching == 0
+        tasks_of(upstream.app).cancel("bob", kept)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the upstream's uvicorn serves on asyncio
+async def test_malformed_task_ids_and_a_host_without_the_extension_get_the_servers_one_sentence():
+    from tasks_client import malformed_task_ids_refused, missing_extension_refused
+
+    from fusion_nb.mcp.tasks_client import TasksExtension
+
+    async with listen_upstream() as (upstream, server, streams):
+        async with bridged(upstream.url, TOKENS["bob"], "2026", extensions=[TasksExtension()]) as host:
+            await malformed_task_ids_refused(host.session)  # the bridge's own answer, the server's sentence
+        async with bridged(upstream.url, TOKENS["bob"], "2026") as plain:
+            await missing_extension_refused(plain.session)  # the upstream's answer, relayed
+        await streams.until(lambda: streams.open == 0)
+        assert server.task_listen.watching == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the upstream's uvicorn serves on asyncio
+async def test_the_upstream_closing_its_task_stream_ends_the_hosts_stream_gracefully():
+    """The upstream ends its listen streams (a graceful close): the host's task stream ends with the result
+    naming its own subscription id, so the host knows to listen again (nothing is replayed)."""
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp.tasks_client import TasksExtension, listen_request
+
+    async with listen_upstream() as (upstream, server, streams):
+        tasks, frames = TasksExtension(), Frames()
+        async with (
+            bridged(upstream.url, TOKENS["bob"], "2026", extensions=[tasks], message_handler=frames) as host,
+            anyio.create_task_group() as calls,
+        ):
+            task_id = await task_started(host, calls, tasks, "forever", {})
+            ended: list[types.SubscriptionsListenResult] = []
+
+            async def listen() -> None:
+                request = listen_request([task_id])
+                ended.append(await host.session.send_request(request, types.SubscriptionsListenResult))
+                frames.changed()
+
+            calls.start_soon(listen)
+            await frames.until(lambda: bool(frames.acks))
+            host_id = frames.acks[0].meta[SUBSCRIPTION_ID]
+            with anyio.fail_after(30):
+                await tasks.hear(task_id, "working")
+            server.task_listen.close()
+            await frames.until(lambda: bool(ended))
+            assert ended[0].meta is not None and ended[0].meta[SUBSCRIPTION_ID] == host_id
+            await streams.until(lambda: streams.open == 1)  # the bridge's own stream, re-opened; no task stream
+            calls.cancel_scope.cancel()
+        tasks_of(upstream.app).cancel("bob", task_id)

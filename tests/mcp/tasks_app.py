@@ -3,13 +3,17 @@
 ``train`` works ``seconds`` in ten steps with progress; ``stuck`` waits until it is
 cancelled and its cleanup writes "cleaned" to the file named by ``mark``, so a client
 outside the process can see that its cleanup ran (the file appears whole, by rename).
+
+``listen_app()`` is a fresh app for the task-status-on-listen tests (served in the test's
+process, where its server can be observed): ``report``, ``forever`` and ``confirm``, each
+polled only every 30 s, so what the client hears came on its listen stream.
 """
 
 from pathlib import Path
 
 import anyio
 
-from fusion_nb import Fusion, progress, respond
+from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 
 app = Fusion("mcp-tasks-test", grace=2.0)
 
@@ -31,3 +35,25 @@ async def stuck(input, ctx):
         aside = Path(input.mark + ".part")
         aside.write_text("cleaned")
         aside.replace(input.mark)
+
+
+def listen_app() -> Fusion:
+    app = Fusion("task-listen", grace=2.0)
+
+    @app.f.action("report").with_number("seconds").task(poll_interval=30).handle
+    async def report(input, ctx):
+        for step in (1, 2):
+            await anyio.sleep(input.seconds / 2)
+            yield progress(step * 50, f"half {step} of 2")
+        yield respond(f"report after {input.seconds} s")
+
+    @app.f.action("forever").task("required", poll_interval=30).handle
+    async def forever(input, ctx):
+        await anyio.sleep_forever()
+
+    @app.f.action("confirm").task(poll_interval=30).handle
+    async def confirm(input, ctx):
+        go = read_input("go")
+        return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
+
+    return app

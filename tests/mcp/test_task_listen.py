@@ -21,36 +21,20 @@ from eras import client_for
 from http_serving import serve
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
-from tasks_client import Tasks, UpdateParams, UpdateTask, listen_request
+from tasks_app import listen_app
+from tasks_client import (
+    Tasks,
+    UpdateParams,
+    UpdateTask,
+    listen_request,
+    malformed_task_ids_refused,
+    missing_extension_refused,
+)
 
-from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
 from fusion_nb.engine import tasks_of
 from fusion_nb.mcp import mcp_server
-from fusion_nb.mcp.task_listen import MAX_TASK_IDS
 
 pytestmark = pytest.mark.anyio
-
-
-def job_app() -> Fusion:
-    app = Fusion("task-listen", grace=2.0)
-
-    @app.f.action("report").with_number("seconds").task(poll_interval=30).handle
-    async def report(input, ctx):
-        for step in (1, 2):
-            await anyio.sleep(input.seconds / 2)
-            yield progress(step * 50, f"half {step} of 2")
-        yield respond(f"report after {input.seconds} s")
-
-    @app.f.action("forever").task("required", poll_interval=30).handle
-    async def forever(input, ctx):
-        await anyio.sleep_forever()
-
-    @app.f.action("confirm").task(poll_interval=30).handle
-    async def confirm(input, ctx):
-        go = read_input("go")
-        return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
-
-    return app
 
 
 class Acks:
@@ -110,7 +94,7 @@ async def watched_by_none(server: Any) -> None:
 
 
 async def test_a_listening_client_hears_its_task_work_and_complete_and_tool_changes_still_arrive():
-    app, tasks, acks = job_app(), Tasks(), Acks()
+    app, tasks, acks = listen_app(), Tasks(), Acks()
     server = mcp_server(app)
     async with client_for(server, "2026-stream", extensions=[tasks], message_handler=acks) as client:
         async with anyio.create_task_group() as group:
@@ -136,7 +120,7 @@ async def test_a_listening_client_hears_its_task_work_and_complete_and_tool_chan
 
 
 async def test_a_cancel_is_heard_on_the_stream_and_the_watch_ends_with_the_stream():
-    app, tasks, acks = job_app(), Tasks(), Acks()
+    app, tasks, acks = listen_app(), Tasks(), Acks()
     server = mcp_server(app)
     async with client_for(server, "2026-stream", extensions=[tasks], message_handler=acks) as client:
         async with anyio.create_task_group() as group:
@@ -160,7 +144,7 @@ async def declares_elicitation(context, params):
 
 
 async def test_a_question_is_heard_with_its_input_requests_and_the_answer_resumes_the_task():
-    app, tasks = job_app(), Tasks()
+    app, tasks = listen_app(), Tasks()
     server = mcp_server(app)
     client = client_for(server, "2026-stream", extensions=[tasks], elicitation_callback=declares_elicitation)
     async with client:
@@ -185,36 +169,18 @@ async def test_a_question_is_heard_with_its_input_requests_and_the_answer_resume
 
 
 async def test_malformed_task_ids_and_a_missing_extension_get_one_sentence_each():
-    app = job_app()
+    app = listen_app()
     async with (
         client_for(mcp_server(app), "2026-stream", extensions=[Tasks()]) as client,
         client_for(mcp_server(app), "2026-stream") as plain,
     ):
-        too_many = [f"task-{n}" for n in range(MAX_TASK_IDS + 1)]
-        for task_ids, sentence in (
-            ("abc", "must be a list of task id strings; got 'abc'."),
-            ([1, 2], "must be a list of task id strings; got [1, 2]."),
-            (
-                too_many,
-                f"names {MAX_TASK_IDS + 1} tasks; one stream listens to at most {MAX_TASK_IDS} "
-                "(open another stream for the rest).",
-            ),
-        ):
-            with pytest.raises(MCPError) as refused, anyio.fail_after(10):
-                await client.session.send_request(listen_request(task_ids), types.SubscriptionsListenResult)  # type: ignore[arg-type]
-            assert refused.value.error.code == types.INVALID_PARAMS
-            assert refused.value.error.message == f"subscriptions/listen: params.notifications.taskIds {sentence}"
-        with pytest.raises(MCPError) as missing, anyio.fail_after(10):
-            await plain.session.send_request(listen_request(["any"]), types.SubscriptionsListenResult)
-        assert missing.value.error.code == -32003
-        assert missing.value.error.data == {
-            "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-        }
+        await malformed_task_ids_refused(client.session)
+        await missing_extension_refused(plain.session)
     await app.aclose()
 
 
 async def test_the_sdks_own_refusal_reaches_the_client_unchanged_and_nothing_stays_watched():
-    app = job_app()
+    app = listen_app()
     server = mcp_server(app)
     server.task_listen.core = ListenHandler(InMemorySubscriptionBus(), max_subscriptions=0)
     task = tasks_of(app).create(None, "forever", {})
@@ -229,7 +195,7 @@ async def test_the_sdks_own_refusal_reaches_the_client_unchanged_and_nothing_sta
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn serves on asyncio
 async def test_over_http_only_the_clients_own_task_ids_are_accepted():
-    app = job_app()
+    app = listen_app()
     tokens = {"alice": "a" * 32, "bob": "b" * 32}
     alices = tasks_of(app).create("alice", "forever", {})
     tasks, acks = Tasks(), Acks()
