@@ -23,8 +23,6 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import pytest
-
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
 MISSING = (
     "Debian's redis-server is not installed (apt-get install -y redis-server; `make test` installs it "
@@ -42,6 +40,8 @@ def find_redis_server(candidates: Iterable[str | None] | None = None) -> str | N
 
 def redis_server_or_skip(candidates: Iterable[str | None] | None = None) -> str:
     """``redis-server``'s path; skip (or, under CI, fail) without it."""
+    import pytest  # here, not at the top: benchmarks/scale.py starts its Redis with this module, without pytest
+
     found = find_redis_server(candidates)
     if found is not None:
         return found
