@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,7 +30,7 @@ import httpx
 import pytest
 from nginx import behind_nginx
 from redis_server import free_port
-from served import REPO, Served, cli_env, served
+from served import REPO, Served, cli_env, run_cli, served
 
 pytestmark = pytest.mark.anyio  # redis-server and nginx: Debian packages, installed by make test and .ci/run
 
@@ -343,6 +344,12 @@ async def test_redis_stopped_mid_run_plain_calls_answer_and_task_operations_get_
             with anyio.fail_after(10):  # each answer within a few seconds, never a hang
                 echoed = await worker.call("echo", {"text": "still here"}, PLAIN_META)
             assert echoed["structuredContent"]["text"] == "still here"
+            with anyio.fail_after(10):
+                listed = await worker.request("tools/list", PLAIN_META)
+            assert "work" in {tool["name"] for tool in listed["tools"]}
+        for server in (a, b):
+            with anyio.fail_after(10):
+                assert (await server.get("/healthz")).status_code == 200
         for operation in (
             lambda: on_b.get(task_id),
             lambda: on_b.cancel(task_id),
@@ -354,6 +361,16 @@ async def test_redis_stopped_mid_run_plain_calls_answer_and_task_operations_get_
             assert "\n" not in sentence and sentence.endswith(".") and len(sentence) < 300, sentence
             assert "redis" in sentence.lower() or "task store" in sentence.lower(), sentence
         assert a.process.returncode is None and b.process.returncode is None
+
+        await anyio.to_thread.run_sync(redis.start)  # back (empty: it kept nothing): new tasks work again
+        with anyio.fail_after(WAIT):
+            while True:
+                with contextlib.suppress(WireError):
+                    created = await on_a.call("work", {"n": 1})
+                    if created.get("resultType") == "task":  # (until then: an error result, the one sentence)
+                        break
+                await anyio.sleep(0.2)
+        assert (await on_b.until(created["taskId"], *FINAL))["status"] == "completed"
 
 
 async def refusal(operation) -> str:
@@ -412,3 +429,34 @@ async def test_workers_on_one_socket_share_the_store(tmp_path, redis):
             ids = [await one_socket.start("work", n=2, delay=0.05) for _ in range(12)]
             finals = [await one_socket.until(task_id, *FINAL) for task_id in ids]
         assert all(final["status"] == "completed" for final in finals)
+
+
+PAGE = REPO / "docs" / "tasks-across-workers.md"
+
+
+def commands_on_the_page(program: str) -> list[list[str]]:
+    """The argv of every line of the page's code blocks that runs ``program`` (a trailing ``&`` dropped)."""
+    blocks = re.findall(r"```\n(.*?)```", PAGE.read_text(), re.S)
+    lines = [line.removesuffix("&").strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line.replace("$key", "/run/fusion-nb/state.key")) for line in lines if line.startswith(program)]
+
+
+def test_the_pages_commands_are_the_ones_these_tests_run():
+    """docs/tasks-across-workers.md: its serve lines parse with the real CLI, its redis-server is the rig's."""
+    from redis_server import RedisServer
+
+    from fusion_nb.cli import build_parser
+
+    served_lines = commands_on_the_page("fusion-nb serve")
+    assert len(served_lines) == 3
+    for argv in served_lines:
+        build_parser().parse_args(argv[1:])  # an option the CLI lacks exits 2 here
+    assert any("--task-store" in argv and "--workers" in argv for argv in served_lines)
+    (redis_line,) = commands_on_the_page("redis-server")
+    rig = RedisServer("redis-server", REPO, port=6379).argv()[1:]
+    at = rig.index("--dir")
+    assert redis_line[1:] == rig[:at] + rig[at + 2 :]  # the rig's flags but its scratch directory
+    help_text = run_cli("serve", "--help").stdout
+    assert "FUSION_NB_TASK_STORE" in help_text and "FUSION_NB_TASK_LEASE" in help_text
+    for page in (REPO / "docs" / "deploy.md", REPO / "README.md"):
+        assert "tasks-across-workers.md" in page.read_text(), page
