@@ -421,9 +421,11 @@ async def test_a_thousand_tasks_across_two_workers_are_all_collected(tmp_path, r
         assert elapsed < 150  # ~60 s is the aim on a loaded 2-core box; the bound catches a hang
 
 
+@pytest.mark.timeout(600)
 async def test_workers_on_one_socket_share_the_store(tmp_path, redis):
     options = ("--workers", "2", "--task-store", redis.url, "--task-lease", str(LEASE))
-    async with served("task_app", *options, env={"FUSION_NB_TOKEN": TOKEN}) as server:
+    async with served("task_app", *options, env={"FUSION_NB_TOKEN": TOKEN}, startup_timeout=120) as server:
+        await server.wait_for(r"worker \d+ ready", count=2, timeout=120)  # both serve: the polls reach either
         async with httpx.AsyncClient(timeout=httpx.Timeout(WAIT)) as http:
             one_socket = Modern(http, server.url)
             ids = [await one_socket.start("work", n=2, delay=0.05) for _ in range(12)]
