@@ -133,7 +133,7 @@ class Legacy:
         self.headers = dict(HEADERS)
 
     async def open(self) -> Legacy:
-        capabilities: dict[str, Any] = {"tasks": {"requests": {"tools": {"call": {}}}}}
+        capabilities: dict[str, Any] = {"tasks": {"requests": {"tools": {"call": {}}}}, "elicitation": {"form": {}}}
         params = {"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "0"}}
         body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
         opened = await self.http.post(self.url, json=body, headers=self.headers)
@@ -150,6 +150,25 @@ class Legacy:
         if "error" in message:
             raise WireError(message["error"])
         return message["result"]
+
+    async def result_answering(self, task_id: str, content: dict[str, Any]) -> tuple[list[dict], dict]:
+        """``tasks/result``, accepting with ``content`` each question it asks on its stream; (questions, result)."""
+        request_id = next(self.ids)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tasks/result", "params": {"taskId": task_id}}
+        asked: list[dict] = []
+        async with self.http.stream("POST", self.url, json=body, headers=self.headers) as stream:
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+            async for line in stream.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("method") == "elicitation/create":
+                    asked.append(message["params"])
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept", "content": content}}
+                    assert (await self.http.post(self.url, json=reply, headers=self.headers)).status_code == 202
+                elif message.get("id") == request_id:
+                    return asked, message["result"]
+        raise AssertionError("the tasks/result stream ended without its answer")
 
 
 def job_id_of(started: dict) -> str:
@@ -256,7 +275,7 @@ async def test_job_tools_reach_a_job_of_the_other_worker(tmp_path, redis):
         assert await read_mark(mark) == f"cleaned by {pid_a}"
 
 
-async def test_a_2025_session_on_b_lists_gets_waits_for_and_cancels_tasks_created_on_a(tmp_path, redis):
+async def test_a_2025_session_on_b_lists_gets_waits_for_answers_and_cancels_tasks_created_on_a(tmp_path, redis):
     async with topology(tmp_path, redis) as (a, b, _url, http):
         pid_a = await pid_of(a, http)
         on_a, on_b = await Legacy(http, a.url).open(), await Legacy(http, b.url).open()
@@ -270,6 +289,12 @@ async def test_a_2025_session_on_b_lists_gets_waits_for_and_cancels_tasks_create
             result = await on_b.request("tasks/result", taskId=created["taskId"])  # waits on B for A's end
         assert result["structuredContent"] == {"steps": 4, "pid": pid_a}
         assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": created["taskId"]}
+
+        asking = (await on_a.request("tools/call", name="confirm", arguments={}, task={}))["task"]
+        with anyio.fail_after(WAIT):  # asked on A, answered over B's tasks/result
+            asked, answered = await on_b.result_answering(asking["taskId"], {"go": True})
+        assert [question["message"] for question in asked] == [f"Go ahead on {pid_a}?"]
+        assert answered["structuredContent"] == {"go": True, "pid": pid_a}
 
         mark = tmp_path / "legacy.mark"
         held = (await on_a.request("tools/call", name="hold", arguments={"mark": str(mark)}, task={}))["task"]
