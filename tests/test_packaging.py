@@ -28,7 +28,7 @@ UNDECLARED_ON_PURPOSE = {
 }
 
 # A module that needs an optional extra: its imports must be declared in that extra (and only it imports them).
-EXTRA_MODULES = {"fusion_nb/dask.py": "dask"}
+EXTRA_MODULES = {"fusion_nb/dask.py": "dask", "fusion_nb/redis_tasks.py": "redis"}
 
 
 def pyproject() -> dict[str, Any]:

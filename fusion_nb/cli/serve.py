@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ..mcp.options import HttpOptions
 
 WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
+TASK_STORE_ENV = "FUSION_NB_TASK_STORE"
+TASK_LEASE_ENV = "FUSION_NB_TASK_LEASE"
 READY_FD_ENV = "FUSION_NB_READY_FD"
 
 HELP = "serve a notebook's tools over MCP (stdio or Streamable HTTP)"
@@ -59,6 +61,8 @@ examples:
 environment:
   FUSION_NB_TOKEN       bearer token clients must send (HTTP)
   FUSION_NB_STATE_KEY   key (>= 32 characters) sealing 2026-era request state; share it between workers
+  FUSION_NB_TASK_STORE  redis://HOST:PORT/DB shared by the workers for tasks (--task-store)
+  FUSION_NB_TASK_LEASE  seconds a dead worker's tasks stay working before they fail (--task-lease)
 """
 
 
@@ -126,8 +130,38 @@ def add_parser(commands: Any) -> None:
         help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
         "(for hosts with hard timeouts: Claude Desktop, claude.ai)",
     )
+    tasks = parser.add_argument_group("tasks across workers")
+    tasks.add_argument(
+        "--task-store",
+        metavar="URL",
+        help=f"redis://HOST:PORT/DB: share tasks with every worker using this Redis (default: ${TASK_STORE_ENV}, "
+        "else in this process's memory)",
+    )
+    tasks.add_argument(
+        "--task-lease",
+        type=float,
+        metavar="SECONDS",
+        help=f"a dead worker's tasks fail this long after it stops renewing (default: ${TASK_LEASE_ENV}, else 15)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="copy the notebook's cell output to stderr")
     parser.set_defaults(run=run)
+
+
+def _task_options(args: argparse.Namespace) -> None:
+    """``--task-store`` / ``--task-lease`` or their environment variables, checked; the store reached once."""
+    args.task_store = args.task_store or os.environ.get(TASK_STORE_ENV) or None
+    if args.task_lease is None and os.environ.get(TASK_LEASE_ENV):
+        given = os.environ[TASK_LEASE_ENV]
+        try:
+            args.task_lease = float(given)
+        except ValueError:
+            raise CliError(f"${TASK_LEASE_ENV} must be a number of seconds, got {given[:40]!r}") from None
+    if args.task_lease is not None and not (args.task_lease > 0 and args.task_lease < float("inf")):
+        raise CliError("--task-lease must be a positive number of seconds")
+    if args.task_lease is not None and args.task_store is None:
+        raise CliError(f"--task-lease applies with --task-store (or ${TASK_STORE_ENV}) only")
+    if args.task_store is not None and WORKER_FD_ENV not in os.environ:  # (a worker's master checked it)
+        _check_task_store(args.task_store)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--header-timeout must be a positive number of seconds")
     if args.max_connections is not None and args.max_connections < 1:
         raise CliError("--max-connections must be 1 or more")
+    _task_options(args)
     if args.transport == "stdio":
         for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
             if given:
@@ -170,8 +205,42 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # a handler's print reaches stderr now, not the wire at exit
     key = resolve_state_key(args.state_key_file, create=False)
-    await serve_stdio(loaded.app, request_state_keys=[key] if key else None)
+    async with _shared_tasks(args, loaded.app):
+        await serve_stdio(loaded.app, request_state_keys=[key] if key else None)
     return 0
+
+
+def _check_task_store(url: str) -> None:
+    """Refuse a task store that is malformed or cannot be reached now: one sentence, exit 1, nothing started."""
+    try:
+        from ..redis_tasks import reach
+    except ImportError:
+        raise CliError("--task-store needs the redis package: pip install 'fusion-nb[redis]'") from None
+    from ..engine import ToolError
+
+    try:
+        asyncio.run(reach(url))
+    except (ToolError, ValueError) as refused:
+        raise CliError(str(getattr(refused, "message", refused))) from None
+
+
+@contextlib.asynccontextmanager
+async def _shared_tasks(args: argparse.Namespace, app: Any) -> Any:
+    """``--task-store``: this worker's tasks in Redis, every worker's reachable from here, while serving."""
+    if args.task_store is None:
+        yield
+        return
+    from ..engine import ToolError
+    from ..redis_tasks import DEFAULT_LEASE, share_tasks
+
+    lease = args.task_lease if args.task_lease is not None else DEFAULT_LEASE
+    shared = share_tasks(app, args.task_store, lease=lease, worker=args.worker_name or f"pid{os.getpid()}")
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(shared)
+        except ToolError as refused:
+            raise CliError(refused.message) from None
+        yield
 
 
 #: the command's flag for each option whose refusal names it (their sentences start with the option's name)
@@ -228,7 +297,8 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
             log_to_stderr(f"worker {os.getpid()} ready on port {port}")
             signal_ready()
 
-    await service.serve(on_ready=announce)
+    async with _shared_tasks(args, loaded.app):
+        await service.serve(on_ready=announce)
     log_to_stderr(f"worker {os.getpid()} stopped" if inherited else "stopped")
     return 0
 
@@ -327,6 +397,8 @@ class _Workers:
         sock = _bind(args.host, args.port)
         port = sock.getsockname()[1]
         env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
+        if self.args.task_store is not None:
+            env[TASK_STORE_ENV] = self.args.task_store  # (not in argv: ps shows argv, and the URL may hold a password)
         if not args.no_auth:
             env[TOKEN_ENV] = self.token
         _announce(f"starting {args.workers} workers", args, port, None if args.no_auth else self.token)
@@ -429,6 +501,8 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--allow-host", host]
     if args.no_auth:
         argv.append("--no-auth")
+    if args.task_lease is not None:
+        argv += ["--task-lease", str(args.task_lease)]
     if args.verbose:
         argv.append("--verbose")
     return argv

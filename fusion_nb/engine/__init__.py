@@ -54,6 +54,7 @@ from ._request import CallRequest
 from ._result import CallResult
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
+from ._task_records import SharedTasks, TaskRecord
 from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
 from ._tool import BoundTool, Tool
 
@@ -104,8 +105,10 @@ __all__ = [
     "Respond",
     "RichPresenter",
     "ScriptedAnswers",
+    "SharedTasks",
     "Task",
     "TaskOptions",
+    "TaskRecord",
     "TaskStatus",
     "TaskStore",
     "Tasks",

@@ -81,8 +81,8 @@ def enable_job_tools(app: App, *, wait: float = 45.0) -> None:
     tasks = tasks_of(app)
     tasks.job_wait = wait
 
-    def find(job_id: str) -> Task:
-        task = tasks.get(task_owner.get(), job_id)
+    async def find(job_id: str) -> Task:
+        task = await tasks.find(task_owner.get(), job_id)  # (on any worker, with a shared store)
         if task is None:
             raise ToolError(
                 INVALID_INPUT,
@@ -94,7 +94,7 @@ def enable_job_tools(app: App, *, wait: float = 45.0) -> None:
     @app.f.query(WAIT).with_string("job_id", "The job id a task tool answered with").handle
     async def wait_for_job(input: Any, ctx: Any) -> Any:
         """Wait for a job started by a long-running tool: its result, or its status if it is still running."""
-        task = find(input.job_id)
+        task = await find(input.job_id)
         with anyio.move_on_after(tasks.job_wait):
             await task.wait()
         if not task.final:
@@ -117,8 +117,8 @@ def enable_job_tools(app: App, *, wait: float = 45.0) -> None:
     @app.f.mutation(CANCEL).with_string("job_id", "The job to stop").handle
     async def cancel_job(input: Any, ctx: Any) -> str:
         """Stop a job started by a long-running tool (its cleanup runs)."""
-        task = find(input.job_id)
+        task = await find(input.job_id)
         if task.final:
             return f'Job {task.id} (tool "{task.tool_name}") had already ended ({task.status}).'
-        tasks.cancel(task.owner, task.id)
+        await tasks.stop(task)
         return f'Job {task.id} (tool "{task.tool_name}") is cancelled.'

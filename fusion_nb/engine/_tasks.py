@@ -25,6 +25,7 @@ bounds and freed without a timer task of its own.
 
 from __future__ import annotations
 
+import builtins
 import heapq
 import itertools
 import logging
@@ -32,7 +33,7 @@ import secrets
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -50,6 +51,7 @@ from ._streaming import ProgressEvent
 
 if TYPE_CHECKING:
     from ._app import App
+    from ._task_records import SharedTasks, TaskRecord
 
 log = logging.getLogger("fusion_nb")
 
@@ -109,6 +111,8 @@ class Task:
         "_answer",
         "_changed",
         "_final",
+        "_follow",
+        "_kept",
         "_listeners",
         "arguments",
         "call",
@@ -153,6 +157,9 @@ class Task:
         self._final: Event | None = None
         self._changed: Event | None = None
         self._listeners: list[Callable[[Task], None]] = []
+        #: a copy of a task another process runs: its result as recorded, and what keeps it current
+        self._kept: CallResult | None = None
+        self._follow: Callable[[Task], Awaitable[None]] | None = None
 
     @property
     def final(self) -> bool:
@@ -162,8 +169,15 @@ class Task:
     @property
     def result(self) -> CallResult | None:
         """The call's result once the task is final (``None`` before)."""
+        if not self.final:
+            return None
         call = self.call
-        return call.result if call is not None and self.final else None
+        return call.result if call is not None else self._kept
+
+    @property
+    def remote(self) -> bool:
+        """Whether this is a copy of a task another process runs (read from a shared store)."""
+        return self._follow is not None
 
     @property
     def created_at(self) -> str:
@@ -182,13 +196,18 @@ class Task:
 
     async def wait(self) -> None:
         """Wait until the task is final."""
+        while self._follow is not None and not self.final:
+            await self._follow(self)
         if not self.final:
             if self._final is None:
                 self._final = new_event()
             await self._final.wait()
 
     async def wait_change(self) -> None:
-        """Wait for the next change of status, message or question."""
+        """Wait for the next change of status, message or question (of a copy: until it is refreshed)."""
+        if self._follow is not None:
+            await self._follow(self)
+            return
         if self._changed is None:
             self._changed = new_event()
         await self._changed.wait()
@@ -215,6 +234,41 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<Task {self.id[:8]}… {self.tool_name} {self.status}>"
+
+    # -- copies of tasks other processes run -----------------------------------------------------
+    @classmethod
+    def copy_of(cls, record: TaskRecord, follow: Callable[[Task], Awaitable[None]]) -> Task:
+        """A task rebuilt from a shared store's ``record``; ``follow(task)`` waits for a change and refreshes it."""
+        task = cls(record.id, record.owner, record.tool_name, None, record.ttl, record.poll_interval, 0.0)
+        task._follow = follow
+        task.refresh(record)
+        return task
+
+    def refresh(self, record: TaskRecord) -> None:
+        """Take a copy's state from a newer ``record`` of the same task (listeners hear of a change)."""
+        changed = (record.status, record.status_message, record.updated) != (
+            self.status,
+            self.status_message,
+            self.updated,
+        )
+        self.status, self.status_message = record.status, record.status_message
+        self.created, self.updated = record.created, record.updated
+        self._kept = record.result
+        question, old = record.question, self.question
+        if question is not None and old is not None and _same_question(question, old):
+            question = old  # the same question: a transport that asked it must not ask again
+        self.question = question
+        if changed:
+            for listener in list(self._listeners):
+                listener(self)
+
+
+def _same_question(one: InputQuestion, other: InputQuestion) -> bool:
+    return (one.request.key, one.request.message, one.problems) == (
+        other.request.key,
+        other.request.message,
+        other.problems,
+    )
 
 
 class TaskStore(Protocol):
@@ -341,6 +395,20 @@ class Tasks:
         self._listeners: list[Callable[[Task], None]] = []
         #: seconds ``jobs.wait`` waits; ``None`` while job tools are off (``enable_job_tools``)
         self.job_wait: float | None = None
+        #: where other workers' tasks are found (``share``); ``None``: this process's tasks only
+        self.shared: SharedTasks | None = None
+
+    def share(self, shared: SharedTasks) -> Callable[[], None]:
+        """Reach other workers' tasks through ``shared`` (and show them ours); returns a function that stops it."""
+        if self.shared is not None:
+            raise RuntimeError("these tasks are already shared through a store")
+        self.shared = shared
+
+        def stop() -> None:
+            if self.shared is shared:
+                self.shared = None
+
+        return stop
 
     # -- creating --------------------------------------------------------------------------
     def create(
@@ -361,20 +429,34 @@ class Tasks:
         arguments) still makes a task, already final, whose result says why.
         """
         self.sweep()
-        if self.store.count() >= self.max_total:
+        self._check_bounds(name, self.store.count(), self.store.count(owner))
+        return self._create(owner, name, args, ttl, request_info, can_answer)
+
+    def _check_bounds(self, name: str, total: int, mine: int) -> None:
+        if total >= self.max_total:
             raise ToolError(
                 SERVER_BUSY,
                 f'Tool "{name}" cannot start a task: this server already holds {self.max_total} tasks.',
                 recovery="Retry once running tasks end or their results expire.",
                 retry_after=5,
             )
-        if self.store.count(owner) >= self.max_per_owner:
+        if mine >= self.max_per_owner:
             raise ToolError(
                 SERVER_BUSY,
                 f'Tool "{name}" cannot start a task: this client already holds {self.max_per_owner} tasks.',
                 recovery="Wait for some to end, or cancel the ones you no longer need.",
                 retry_after=5,
             )
+
+    def _create(
+        self,
+        owner: Hashable,
+        name: str,
+        args: Mapping[str, Any] | None,
+        ttl: float | None,
+        request_info: Any,
+        can_answer: Callable[[InputRequest], bool],
+    ) -> Task:
         tool = self.app.get(name)
         options: TaskOptions = (tool.task if tool is not None else None) or TaskOptions()
         kept = options.ttl if ttl is None else min(float(ttl), options.ttl)
@@ -427,19 +509,81 @@ class Tasks:
         task = self.get(owner, task_id)
         if task is None:
             return f"There is no task {_shown(task_id)} for this client."
-        question, pending = task.question, task._answer
-        if question is None or pending is None:
-            return f'Task {_shown(task_id)} (tool "{task.tool_name}") is {task.status} and asks for no input.'
-        if question.request.key != key:
-            return (
-                f'Task {_shown(task_id)} (tool "{task.tool_name}") asks for input "{question.request.key}", '
-                f"not {_shown(key)}."
-            )
+        pending = task._answer  # (``None`` unless the call waits on a question now)
+        refusal = _not_asked(task, key if pending is not None else None)
+        if refusal is not None or pending is None:
+            return refusal
         event, answered = pending
         if not answered:
             answered.append(response)
             event.set()
         return None
+
+    # -- across workers: what every transport calls ------------------------------------------------
+    # The same operations as above, reaching the tasks of other workers too when a shared
+    # store is attached (``share``): this process's own tasks are found first, live.
+
+    async def start(
+        self,
+        owner: Hashable,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
+        request_info: Any = None,
+        can_answer: Callable[[InputRequest], bool] = lambda request: True,
+    ) -> Task:
+        """``create``, bounded across workers and visible to all of them before its id is returned."""
+        shared = self.shared
+        if shared is None:
+            return self.create(owner, name, args, ttl=ttl, request_info=request_info, can_answer=can_answer)
+        self.sweep()
+        self._check_bounds(name, await shared.count(), await shared.count(owner))
+        task = self._create(owner, name, args, ttl, request_info, can_answer)
+        try:
+            await shared.add(task)
+        except BaseException:
+            if task.call is not None:
+                task.call.cancel(CANCELLED)  # nobody could ever reach it
+            self.store.remove(task.id)
+            raise
+        return task
+
+    async def find(self, owner: Hashable, task_id: object) -> Task | None:
+        """``get``, or a copy of ``owner``'s task ``task_id`` that another worker runs."""
+        task = self.get(owner, task_id)
+        if task is None and self.shared is not None and isinstance(task_id, str):
+            task = await self.shared.fetch(task_id)
+            if task is not None and task.owner != owner:
+                task = None
+        return task
+
+    async def find_all(self, owner: Hashable) -> builtins.list[Task]:
+        """``list`` across workers: ``owner``'s tasks (ours live, others' as copies), oldest first."""
+        mine = self.list(owner)
+        if self.shared is None:
+            return mine
+        here = {task.id for task in mine}
+        copies = [task for task in await self.shared.owned(owner) if task.id not in here]
+        return sorted([*mine, *copies], key=lambda task: task.created)
+
+    async def stop(self, task: Task) -> None:
+        """Abort ``task``'s call, here or on the worker that runs it (its cleanup runs there)."""
+        if task.final:
+            return
+        if task.remote and self.shared is not None:
+            await self.shared.cancel(task)
+        else:
+            self.cancel(task.owner, task.id)
+
+    async def respond(self, task: Task, key: str, response: InputResponse) -> str | None:
+        """``answer`` for a task found by ``find``: delivered here or relayed; ``None``, or why not."""
+        if not task.remote or self.shared is None:
+            return self.answer(task.owner, task.id, key, response)
+        refusal = _not_asked(task, key)
+        if refusal is None:
+            await self.shared.answer(task, key, response)
+        return refusal
 
     # -- expiry --------------------------------------------------------------------------------
     def sweep(self) -> int:
@@ -486,6 +630,19 @@ def _settled(task: Task, call: Call) -> None:
         task._update(TaskStatus.FAILED, result.error.message)
     else:
         task._update(TaskStatus.COMPLETED, task.status_message, keep_message=True)
+
+
+def _not_asked(task: Task, key: str | None) -> str | None:
+    """Why ``task`` takes no answer for ``key`` (``None``: it is waiting on exactly that question)."""
+    question = task.question
+    if question is None or key is None:
+        return f'Task {_shown(task.id)} (tool "{task.tool_name}") is {task.status} and asks for no input.'
+    if question.request.key != key:
+        return (
+            f'Task {_shown(task.id)} (tool "{task.tool_name}") asks for input "{question.request.key}", '
+            f"not {_shown(key)}."
+        )
+    return None
 
 
 def _shown(value: object) -> str:

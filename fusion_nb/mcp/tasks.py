@@ -26,15 +26,16 @@ anonymous owner. Another token gets "no such task" for everything, as SPEC 10 sa
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
@@ -121,12 +122,11 @@ def modern_task(task: Task) -> dict[str, Any]:
     return _task_wire(task, status, "ttlMs", "pollIntervalMs")
 
 
-def _call_result(task: Task, modern: bool) -> dict[str, Any]:
+def _call_result(task: Task, tasks: Tasks, modern: bool) -> dict[str, Any]:
     result = task.result or CallResult.failure(
         ToolError("CANCELLED", f'Task "{task.id}" of tool "{task.tool_name}" has no result.')
     )
-    call = task.call
-    tool = call.tool if call is not None else None
+    tool = tasks.app.get(task.tool_name)  # (every worker serves the same tools: a copy has no call)
     return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern)
 
 
@@ -142,11 +142,11 @@ def _elicitation(request: InputRequest, task_id: str | None) -> dict[str, Any]:
     return params
 
 
-def detailed_task(task: Task) -> dict[str, Any]:
+def detailed_task(task: Task, tasks: Tasks) -> dict[str, Any]:
     """The 2026 ``tasks/get`` answer: the task with its result or its input requests inlined."""
     wire = modern_task(task)
     if task.final and task.status != TaskStatus.CANCELLED:
-        wire["result"] = _call_result(task, modern=True)
+        wire["result"] = _call_result(task, tasks, modern=True)
     question = task.question
     if task.status == TaskStatus.INPUT_REQUIRED and question is not None:
         request = question.request
@@ -156,6 +156,15 @@ def detailed_task(task: Task) -> dict[str, Any]:
 
 def _invalid(message: str) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=message)
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """A shared task store that cannot be reached answers its one sentence as a JSON-RPC error."""
+    try:
+        yield
+    except ToolError as error:
+        raise MCPError(code=INTERNAL_ERROR, message=error.message) from None
 
 
 def _task_id(method: str, params: TaskParams) -> str:
@@ -231,12 +240,12 @@ class TaskWire:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern:
             if options is not None and opted_in(ctx):
-                created = self._create(ctx, str(name), params.get("arguments"), None)
+                created = await self._create(ctx, str(name), params.get("arguments"), None)
                 if isinstance(created, dict):
                     return created
                 return {"resultType": "task", **modern_task(created)}
             if options is not None and self.tasks.job_wait is not None:
-                return self._job(ctx, str(name), params.get("arguments"))
+                return await self._job(ctx, str(name), params.get("arguments"))
             if options is not None and options.required:
                 raise MCPError(
                     code=MISSING_CAPABILITY,
@@ -252,13 +261,13 @@ class TaskWire:
                     f'Tool "{name}" does not run as a task (its taskSupport is "forbidden"); '
                     "call it without params.task."
                 )
-            created = self._create(ctx, name, params.get("arguments"), requested_ttl(name, task_param))
+            created = await self._create(ctx, name, params.get("arguments"), requested_ttl(name, task_param))
             if isinstance(created, dict):
                 return created
             self._notify_status(ctx, created)
             return {"task": legacy_task(created)}
         if options is not None and self.tasks.job_wait is not None:
-            return self._job(ctx, str(name), params.get("arguments"))
+            return await self._job(ctx, str(name), params.get("arguments"))
         if options is not None and options.required:
             return _refusal(
                 ToolError(
@@ -270,7 +279,7 @@ class TaskWire:
             )
         return await call_next(ctx)
 
-    def _create(
+    async def _create(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, ttl: float | None
     ) -> Task | dict[str, Any]:
         """The new task, or the tool error result that says why none was made (bounds, arguments)."""
@@ -281,15 +290,17 @@ class TaskWire:
         info = RequestInfo(ctx) if app.context_factory is not None else None
         calling = calling_client.set(f"{client_label(ctx) or 'client'} task")  # the activity panel's origin
         try:
-            return self.tasks.create(owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx))
+            return await self.tasks.start(
+                owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx)
+            )
         except ToolError as error:
             return _refusal(error)
         finally:
             calling_client.reset(calling)
 
-    def _job(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object) -> dict[str, Any]:
+    async def _job(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object) -> dict[str, Any]:
         """Job tools: start the task and answer at once with its id and what to call next."""
-        created = self._create(ctx, name, arguments, None)
+        created = await self._create(ctx, name, arguments, None)
         if isinstance(created, dict):
             return created
         assert self.tasks.job_wait is not None
@@ -332,32 +343,34 @@ class TaskWire:
         spawn(send, name=f"fusion-nb task status {task.tool_name}")
 
     # -- tasks/* handlers ------------------------------------------------------------------------
-    def _find(self, ctx: ServerRequestContext[Any, Any], method: str, params: TaskParams) -> Task:
+    async def _find(self, ctx: ServerRequestContext[Any, Any], method: str, params: TaskParams) -> Task:
         task_id = _task_id(method, params)
-        task = self.tasks.get(owner_of(ctx), task_id)
+        with _store_errors():
+            task = await self.tasks.find(owner_of(ctx), task_id)
         if task is None:
             raise _not_found(method, task_id)
         return task
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/get``: the task (2025), or the task with its result or questions inlined (2026)."""
-        task = self._find(ctx, "tasks/get", params)
+        task = await self._find(ctx, "tasks/get", params)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return {"resultType": "complete", **detailed_task(task)}
+            return {"resultType": "complete", **detailed_task(task, self.tasks)}
         return legacy_task(task)
 
     async def result(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/result`` (2025): wait for the end, asking the task's questions on the way; the call's result."""
-        task = self._find(ctx, "tasks/result", params)
+        task = await self._find(ctx, "tasks/result", params)
         asked = None
-        while not task.final:
-            question = task.question
-            if question is not None and question is not asked:  # (an invalid answer is asked anew)
-                asked = question
-                await self._ask(ctx, task, question.request)
-            else:
-                await task.wait_change()
-        result = _call_result(task, modern=False)
+        with _store_errors():
+            while not task.final:
+                question = task.question
+                if question is not None and question is not asked:  # (an invalid answer is asked anew)
+                    asked = question
+                    await self._ask(ctx, task, question.request)
+                else:
+                    await task.wait_change()
+        result = _call_result(task, self.tasks, modern=False)
         result["_meta"] = {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": task.id}}
         return result
 
@@ -375,25 +388,27 @@ class TaskWire:
             response = InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
         except MCPError:
             response = InputResponse("cancel")
-        self.tasks.answer(task.owner, task.id, request.key, response)
+        await self.tasks.respond(task, request.key, response)
 
     async def list(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/list`` (2025): this client's tasks only, in one page."""
-        return {"tasks": [legacy_task(task) for task in self.tasks.list(owner_of(ctx))]}
+        with _store_errors():
+            return {"tasks": [legacy_task(task) for task in await self.tasks.find_all(owner_of(ctx))]}
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/cancel``: abort the task's call; the task (2025) or an empty acknowledgement (2026)."""
-        task = self._find(ctx, "tasks/cancel", params)
+        task = await self._find(ctx, "tasks/cancel", params)
         if task.final and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             raise _invalid(f'tasks/cancel: task "{task.id}" has already ended ({task.status}); it cannot be cancelled.')
-        self.tasks.cancel(task.owner, task.id)
+        with _store_errors():
+            await self.tasks.stop(task)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "complete"}
         return legacy_task(task)
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/update`` (2026): the client's answers to the task's input requests."""
-        task = self._find(ctx, "tasks/update", params)
+        task = await self._find(ctx, "tasks/update", params)
         responses = params.input_responses
         if not isinstance(responses, dict) or not responses:
             raise _invalid(
@@ -410,7 +425,8 @@ class TaskWire:
                     '{"action": "accept" | "decline" | "cancel", "content": {...}}.'
                 ) from None
             response = InputResponse(elicited.action, dict(elicited.content) if elicited.content is not None else None)
-            refusal = self.tasks.answer(task.owner, task.id, str(key), response)
+            with _store_errors():
+                refusal = await self.tasks.respond(task, str(key), response)
             if refusal is not None:
                 refusals.append(refusal)
         if len(refusals) == len(responses):

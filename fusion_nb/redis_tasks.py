@@ -1,0 +1,447 @@
+"""Tasks shared by every worker behind one endpoint, through Redis (SPEC 15; the ``redis`` extra).
+
+``fusion-nb serve --workers N`` behind a load balancer sends a client's ``tasks/get``
+to whichever worker is next, rarely the one running the task. With
+``share_tasks(app, "redis://...")`` (``fusion-nb serve --task-store redis://...``)
+every worker writes its tasks to Redis and reads the others' from there:
+
+* **records**: each task is one JSON value (``TaskRecord``: status, last message,
+  times, the result or the question once there is one) kept for the task's ttl,
+  indexed per owner and in total (sorted sets scored by expiry, so the bounds hold
+  across workers). Changes are written by one writer per worker, coalesced: a burst
+  of progress messages costs one write per task per turn, and each write is
+  announced on a channel so a worker waiting on the task hears of it at once.
+* **relays**: a cancel or an answer given to another worker's task is published on
+  that worker's channel; it aborts or resumes the call as for a local task (its
+  cleanup runs there).
+* **leases**: each worker keeps a key alive (renewed every third of ``lease``); a
+  task whose worker's key has lapsed turns ``failed`` ("The worker running this task
+  stopped.") for whoever reads it next, so a worker killed with ``kill -9`` leaves
+  no task ``working`` forever.
+
+When Redis cannot be reached every task operation answers one sentence naming the
+store (never its password) within ``timeout`` seconds; calls that are not tasks go
+on working, and a worker's own tasks stay reachable through it.
+
+Runs on asyncio (the ``redis`` package's client is asyncio's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Hashable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .engine import App, InputResponse, Task, TaskRecord, Tasks, TaskStatus, ToolError, tasks_of
+
+log = logging.getLogger("fusion_nb")
+
+__all__ = ["DEFAULT_LEASE", "STOPPED", "RedisTasks", "reach", "share_tasks", "shown_url"]
+
+DEFAULT_LEASE = 15.0
+"""Seconds a worker's lease lasts unrenewed: its tasks turn failed this long after it dies."""
+STOPPED = "The worker running this task stopped."
+"""The status message of a task whose worker died."""
+EXPIRED = "The task expired; its result was freed."
+WRITE_INTERVAL = 0.05
+"""Seconds between two writes of one worker's changed tasks (each write carries all of them)."""
+UNAVAILABLE = "TASK_STORE_UNAVAILABLE"
+
+_FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: the password (and user) replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+class RedisTasks:
+    """The ``SharedTasks`` of one app's ``Tasks`` in Redis; ``running()`` opens it (``share_tasks``).
+
+    ``worker`` names this process in task records (a random suffix keeps a restarted
+    worker from claiming the tasks of the process it replaces); ``timeout`` bounds
+    every Redis operation, in seconds.
+    """
+
+    def __init__(
+        self,
+        tasks: Tasks,
+        url: str,
+        *,
+        lease: float = DEFAULT_LEASE,
+        worker: str | None = None,
+        timeout: float = 2.0,
+    ) -> None:
+        if not lease > 0:
+            raise ValueError(f"the task lease must be a positive number of seconds, got {lease!r}")
+        _check_url(url)
+        self.tasks = tasks
+        self.url = url
+        self.lease = lease
+        self.timeout = timeout
+        self.worker = f"{worker or 'worker'}-{secrets.token_hex(4)}"
+        self.redis = _client(url, timeout)
+        prefix = f"fusion-nb:{tasks.app.name}:"
+        self._task_key = prefix + "task:"
+        self._owner_key = prefix + "owner:"
+        self._all_key = prefix + "all"
+        self._lease_key = prefix + "worker:"
+        self._relay_channel = prefix + "relay:"
+        self._changed_channel = prefix + "changed:"
+        self._pending: dict[str, Task] = {}  # local tasks changed since the last write
+        self._wake: anyio.Event | None = None  # (made on the loop, in ``running``)
+        self._followers: dict[str, set[anyio.Event]] = {}  # task id -> the waiters on its next change
+        self._quiet_until = 0.0  # (a down store is logged once per 10 s, not per operation)
+
+    @property
+    def waiters(self) -> int:
+        """Waits on other workers' tasks in progress, and changes not yet written (0 when idle: a leak check)."""
+        return sum(len(waiters) for waiters in self._followers.values()) + len(self._pending)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[RedisTasks]:
+        """Reach Redis (one sentence and ``ToolError`` if it cannot), hold the lease, write, relay, listen."""
+        self._wake = anyio.Event()
+        async with self.redis:
+            await self._op(self.redis.ping())
+            await self._renew()
+            pubsub = self.redis.pubsub()
+            await self._op(pubsub.subscribe(self._relay_channel + self.worker))
+            await self._op(pubsub.psubscribe(self._changed_channel + "*"))
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._keep_lease)
+                group.start_soon(self._listen, pubsub)
+                group.start_soon(self._write_changes)
+                unshare = self.tasks.share(self)
+                try:
+                    yield self
+                finally:
+                    unshare()
+                    with anyio.move_on_after(self.timeout * 2, shield=True):
+                        with contextlib.suppress(ToolError, RedisError, OSError):
+                            await self._flush()  # the final statuses of tasks a drain just ended
+                            await self.redis.delete(self._lease_key + self.worker)
+                    group.cancel_scope.cancel()
+            with anyio.move_on_after(self.timeout, shield=True):
+                await pubsub.aclose()
+
+    async def _renew(self) -> None:
+        await self._op(self.redis.set(self._lease_key + self.worker, "1", px=round(self.lease * 1000)))
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await anyio.sleep(self.lease / 3)
+            try:
+                await self._renew()
+            except ToolError as error:
+                self._log_down(error)
+
+    # -- SharedTasks -------------------------------------------------------------------------------
+    async def add(self, task: Task) -> None:
+        """Write a new local task's record and index it; its changes are written from now on."""
+        record = TaskRecord.of(task, self.worker)
+        task.watch(self._changed)
+        await self._write([record])
+        if (task.status, task.status_message, task.updated) != (record.status, record.status_message, record.updated):
+            self._changed(task)  # it changed while the record was on its way: write the newer state after it
+
+    async def fetch(self, task_id: str) -> Task | None:
+        """A copy of the task with this id, kept current while a caller waits on it; ``None`` if none."""
+        record = await self._record(task_id)
+        if record is None:
+            return None
+        return Task.copy_of((await self._alive([record]))[0], self._follow)
+
+    async def owned(self, owner: Hashable) -> list[Task]:
+        """Copies of ``owner``'s tasks on every worker, oldest first."""
+        key = self._owner_key + _owner_json(owner)
+        await self._op(self.redis.zremrangebyscore(key, "-inf", _ms(time.time())))
+        ids: list[str] = await self._op(self.redis.zrange(key, 0, -1))
+        if not ids:
+            return []
+        raw: list[str | None] = await self._op(self.redis.mget([self._task_key + task_id for task_id in ids]))
+        loaded = [_loads(value) for value in raw]
+        records = await self._alive([record for record in loaded if record is not None])
+        return sorted((Task.copy_of(record, self._follow) for record in records), key=lambda task: task.created)
+
+    async def count(self, owner: Hashable | None = None) -> int:
+        """Tasks held (running or kept for their result) by ``owner``, or by everybody, on every worker."""
+        key = self._all_key if owner is None else self._owner_key + _owner_json(owner)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", _ms(time.time()))
+        pipe.zcard(key)
+        _, counted = await self._op(pipe.execute())
+        return int(counted)
+
+    async def cancel(self, task: Task) -> None:
+        """Ask the worker running ``task`` to abort it; a worker nobody hears is dead: the task fails."""
+        await self._relay(task, {"op": "cancel"})
+
+    async def answer(self, task: Task, key: str, response: InputResponse) -> None:
+        """Hand an answer to the worker running ``task`` (it checks the answer as for any call)."""
+        await self._relay(
+            task, {"op": "answer", "key": key, "action": str(response.action), "content": response.content}
+        )
+
+    # -- reading ------------------------------------------------------------------------------------
+    async def _record(self, task_id: str) -> TaskRecord | None:
+        value: str | None = await self._op(self.redis.get(self._task_key + task_id))  # (decoded: str)
+        return _loads(value)
+
+    async def _alive(self, records: list[TaskRecord]) -> list[TaskRecord]:
+        """``records``, with each running task of a worker whose lease lapsed turned ``failed`` (and written)."""
+        workers = sorted({r.worker for r in records if r.status not in _FINAL and r.worker != self.worker})
+        if not workers:
+            return records
+        alive = await self._op(self.redis.mget([self._lease_key + worker for worker in workers]))
+        dead = {worker for worker, lease in zip(workers, alive, strict=True) if lease is None}
+        if not dead:
+            return records
+        now = time.time()
+        ended = []
+        for record in records:
+            if record.status not in _FINAL and record.worker in dead:
+                record = record.replace(status=TaskStatus.FAILED, status_message=STOPPED, updated=now, question=None)
+                await self._write([record])
+            ended.append(record)
+        return ended
+
+    async def _follow(self, task: Task) -> None:
+        """Wait for a copy's next change (or a recheck, for a worker that died silently), then refresh it."""
+        event = anyio.Event()
+        waiters = self._followers.setdefault(task.id, set())
+        waiters.add(event)
+        try:
+            with anyio.move_on_after(max(0.05, min(task.poll_interval, self.lease / 2))):
+                await event.wait()
+        finally:
+            waiters.discard(event)
+            if not waiters and self._followers.get(task.id) is waiters:
+                del self._followers[task.id]
+        record = await self._record(task.id)
+        if record is None:
+            record = TaskRecord.of(task, self.worker).replace(
+                status=TaskStatus.FAILED, status_message=EXPIRED, updated=time.time(), question=None
+            )
+        else:
+            record = (await self._alive([record]))[0]
+        task.refresh(record)
+
+    # -- writing ------------------------------------------------------------------------------------
+    def _changed(self, task: Task) -> None:
+        """A local task changed (a ``Task.watch`` listener): the writer writes its latest state soon."""
+        self._pending[task.id] = task
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _write_changes(self) -> None:
+        while True:
+            assert self._wake is not None
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            try:
+                await self._flush()
+            except ToolError as error:
+                self._log_down(error)
+                await anyio.sleep(1)  # (kept pending: written once the store is back)
+                self._wake.set()
+            else:
+                await anyio.sleep(WRITE_INTERVAL)  # coalesce: a burst of progress is one write per task
+
+    async def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        try:
+            await self._write([TaskRecord.of(task, self.worker) for task in pending.values()])
+        except BaseException:
+            self._pending = {**pending, **self._pending}
+            raise
+
+    async def _write(self, records: list[TaskRecord]) -> None:
+        """Write ``records`` for the rest of their ttl, index them, announce each; one round trip.
+
+        Every write restores what a Redis restart without persistence lost (the record,
+        its index entries, and this worker's lease with its own tasks), so a restarted
+        Redis is whole again after each running task's next change; an expired task
+        stays gone.
+        """
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        own = False
+        for record in records:
+            expires = record.created + record.ttl
+            if expires <= now:
+                continue
+            own = own or record.worker == self.worker
+            pipe.set(self._task_key + record.id, _dumps(record), px=max(1, _ms(expires - now)))
+            for key in (self._owner_key + _owner_json(record.owner), self._all_key):
+                pipe.zadd(key, {record.id: _ms(expires)})
+                pipe.pexpireat(key, _ms(expires), nx=True)  # an index lives as long as its longest-lived task
+                pipe.pexpireat(key, _ms(expires), gt=True)
+            pipe.publish(self._changed_channel + record.id, "1")
+        if own:
+            pipe.set(self._lease_key + self.worker, "1", px=_ms(self.lease))
+        if len(pipe):
+            await self._op(pipe.execute())
+
+    # -- relaying -----------------------------------------------------------------------------------
+    async def _relay(self, task: Task, message: dict[str, Any]) -> None:
+        record = await self._record(task.id)
+        if record is None or record.status in _FINAL:
+            return
+        message.update(id=task.id, owner=task.owner)
+        with anyio.move_on_after(self.timeout):
+            while not await self._op(self.redis.publish(self._relay_channel + record.worker, json.dumps(message))):
+                # nobody heard: the worker died (its lease lapsed: the task fails now), or it is
+                # resubscribing after a Redis restart (its lease stands: try again shortly)
+                if (await self._alive([record]))[0].status in _FINAL:
+                    return
+                await anyio.sleep(0.1)
+
+    async def _listen(self, pubsub: Any) -> None:
+        """Relays to this worker and change announcements of every task (wakes the copies waited on)."""
+        while True:
+            try:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=self.lease / 3)
+            except (RedisError, OSError) as error:
+                self._log_down(_unavailable(self.url, self.timeout, error))
+                await anyio.sleep(1)
+                continue
+            if message is None:
+                continue
+            channel = str(message.get("channel", ""))
+            if message["type"] == "pmessage":
+                for event in self._followers.pop(channel[len(self._changed_channel) :], ()):
+                    event.set()
+            elif message["type"] == "message":
+                self._apply(message.get("data"))
+
+    def _apply(self, data: object) -> None:
+        """Do what another worker relayed for one of this worker's tasks."""
+        try:
+            relayed = json.loads(str(data))
+            task_id, owner, op = relayed["id"], relayed["owner"], relayed["op"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("fusion-nb: ignored a malformed task relay: %.80r", data)
+            return
+        if op == "cancel":
+            self.tasks.cancel(owner, task_id)
+        elif op == "answer":
+            response = InputResponse(str(relayed.get("action")), relayed.get("content"))
+            self.tasks.answer(owner, task_id, str(relayed.get("key")), response)
+
+    # -- failures -----------------------------------------------------------------------------------
+    async def _op(self, operation: Awaitable[Any]) -> Any:
+        """Await one Redis operation, bounded; a failure is the one-sentence ``TASK_STORE_UNAVAILABLE``."""
+        try:
+            with anyio.fail_after(self.timeout * 2):
+                return await operation
+        except (RedisError, OSError, TimeoutError) as error:
+            raise _unavailable(self.url, self.timeout, error) from None
+
+    def _log_down(self, error: ToolError) -> None:
+        now = time.monotonic()
+        if now >= self._quiet_until:
+            self._quiet_until = now + 10
+            log.warning("fusion-nb: %s", error.message)
+
+
+async def reach(url: str, *, timeout: float = 2.0) -> None:
+    """Check that the Redis at ``url`` answers (``ToolError``, one sentence, if not): a server's start-up check."""
+    _check_url(url)
+    async with _client(url, timeout) as client:
+        try:
+            with anyio.fail_after(timeout * 2):
+                await client.ping()
+        except (RedisError, OSError, TimeoutError) as error:
+            raise _unavailable(url, timeout, error) from None
+
+
+def _check_url(url: str) -> None:
+    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(f"a task store URL starts with redis://, rediss:// or unix://; got {shown_url(url)!r:.80}")
+
+
+def _client(url: str, timeout: float) -> aioredis.Redis:
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1),  # one reconnect for a stale pooled connection, no more
+    )
+
+
+def _unavailable(url: str, timeout: float, error: BaseException) -> ToolError:
+    """The one sentence for a store that cannot be reached: which store (no password) and why, briefly."""
+    text = str(error)
+    if isinstance(error, TimeoutError | RedisTimeoutError):
+        reason = f"no answer within {timeout:g} s"
+    elif isinstance(error, ConnectionRefusedError) or "Connect call failed" in text or "Error 111" in text:
+        reason = "connection refused"
+    else:
+        reason = text.splitlines()[0] if text else type(error).__name__
+        reason = reason if len(reason) <= 80 else reason[:77] + "..."
+    return ToolError(
+        UNAVAILABLE,
+        f"The task store at {shown_url(url)} cannot be reached ({reason}).",
+        recovery="Calls that are not tasks still work; retry the task operation shortly.",
+        retry_after=5,
+    )
+
+
+@contextlib.asynccontextmanager
+async def share_tasks(
+    app: App, url: str, *, lease: float = DEFAULT_LEASE, worker: str | None = None, timeout: float = 2.0
+) -> AsyncIterator[RedisTasks]:
+    """Share ``app``'s tasks with every worker using the Redis at ``url`` while the block runs.
+
+    Raises ``ToolError`` (``TASK_STORE_UNAVAILABLE``, one sentence) when Redis cannot
+    be reached at the start. Tasks started through any transport inside the block are
+    visible to, and can be polled, collected, answered and cancelled from, every
+    worker sharing the same Redis and app name.
+    """
+    async with RedisTasks(tasks_of(app), url, lease=lease, worker=worker, timeout=timeout).running() as store:
+        yield store
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _owner_json(owner: Hashable) -> str:
+    return json.dumps(owner if owner is None or isinstance(owner, str) else str(owner))
+
+
+def _dumps(record: TaskRecord) -> str:
+    return json.dumps(record.to_json(), separators=(",", ":"))
+
+
+def _loads(value: str | None) -> TaskRecord | None:
+    if value is None:
+        return None
+    try:
+        return TaskRecord.from_json(json.loads(value))
+    except ValueError as error:
+        log.warning("fusion-nb: ignored %s in the task store", error)
+        return None
