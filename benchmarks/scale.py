@@ -475,11 +475,11 @@ def tasks_get_rows(rounds: int) -> list[str]:
     base = statistics.median(timings["in-memory store"])
     rows = [
         f"\ntasks/get of a finished task, one client on a keep-alive connection, {rounds} requests each (2026-07-28)",
-        f"{'store':<37} {'p50':>8} {'p90':>8} {'p50 / in-memory':>16}",
+        f"{'store':<37} {'p50':>9} {'p90':>9} {'p50 / in-memory':>16}",
     ]
     for name, values in timings.items():
         p50, p90 = statistics.median(values), statistics.quantiles(values, n=10)[-1]
-        rows.append(f"{name:<37} {p50:>6.0f} µs {p90:>5.0f} µs {p50 / base:>15.2f}x")
+        rows.append(f"{name:<37} {p50:>6.0f} µs {p90:>6.0f} µs {p50 / base:>15.2f}x")
     return rows
 
 
