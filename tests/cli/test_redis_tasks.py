@@ -344,6 +344,21 @@ async def test_a_killed_worker_leaves_its_running_tasks_failed_on_the_other_with
         assert not any((tmp_path / f"a{index}.mark").exists() for index in range(3))  # no cleanup ran: SIGKILL
 
 
+@pytest.mark.xfail(
+    reason="a dead worker's task reads, on 2026-07-28, as an isError result '[CANCELLED] ... has no result'"
+)
+async def test_a_2026_client_reads_in_a_dead_workers_task_result_that_its_worker_stopped(tmp_path, redis):
+    """2026-07-28 shows a failed tool as ``completed`` with an error result: that result must say what happened."""
+    async with topology(tmp_path, redis) as (a, b, _url, http):
+        on_a, on_b = Modern(http, a.url), Modern(http, b.url)
+        task_id = await on_a.start("hold", mark=str(tmp_path / "a.mark"))
+        await on_b.until(task_id, "working")
+        a.signal(signal.SIGKILL)
+        await a.wait()
+        ended = await on_b.until(task_id, *FINAL, timeout=10 * LEASE + 5)
+        assert ended["result"]["isError"] and STOPPED in ended["result"]["content"][0]["text"], ended
+
+
 def serve_until_exit(*options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``fusion-nb serve task_app --transport http ...`` run to its end (a server that starts serving times out)."""
     argv = [sys.executable, "-m", "fusion_nb", "serve", "task_app", "--transport", "http", "--port", "0", *options]
