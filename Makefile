@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab notebooks test test-fast check bench clean chromium nginx interop reliability
+.PHONY: lab notebooks test test-fast check bench clean chromium nginx redis interop reliability
 
 # The venv, from a Python that requires-python accepts (3.11 or newer).
 $(PY):
@@ -44,6 +44,12 @@ nginx:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; } || \
 	  echo "nginx is missing: install Debian's nginx package for the scale-out tests"
 
+# The task-store tests share tasks across workers through Debian's redis-server (each test starts its own on loopback).
+redis:
+	@command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+	  echo "redis-server is missing: install Debian's redis-server package for the task-store tests"
+
 # Real MCP clients nobody here wrote (TypeScript SDK, Inspector CLI), pinned in tests/interop/package.json.
 INTEROP_STAMP := tests/interop/node_modules/.installed-stamp
 $(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
@@ -55,7 +61,7 @@ interop: $(INTEROP_STAMP)
 # The notebooks are tests too (nbval, outputs compared after notebooks/sanitize.cfg).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=120
 
-test: $(STAMP) chromium nginx interop
+test: $(STAMP) chromium nginx redis interop
 	$(PY) -m pytest $(NBVAL)
 
 # No kernel, no browser, no notebook: nbval is not even loaded.

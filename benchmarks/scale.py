@@ -1,6 +1,6 @@
 """Scale-out benchmark: calls/s at 32 concurrent clients, 1 worker vs 2 workers behind nginx.
 
-    .venv/bin/python benchmarks/scale.py [--clients 32] [--seconds 6]
+    .venv/bin/python benchmarks/scale.py [--clients 32] [--seconds 6] [--only load,tasks,startup]
 
 Two tools: ``cpu`` burns about 5 ms of pure Python per call (the GIL is the limit, so a
 second process should help) and ``trivial`` returns at once (the protocol is the cost).
@@ -19,6 +19,13 @@ by the generator and by the rest of the machine over the measured window are pri
 to each rate (from /proc). Also measured: ``fusion-nb serve`` on notebook 01 over stdio,
 from process start to the first answered call (target < 2 s).
 
+Tasks across workers: ``tasks/get`` latency (p50, p90) of one finished task, one client on a
+keep-alive connection, with the in-memory store and with the Redis store (``--task-store``,
+against a ``redis-server`` on loopback this script starts itself: one line saying it skipped
+when there is none), the Redis task polled on the worker that ran it and on another. Same
+``fusion-nb serve`` HTTP workers, same request bytes, the stores' requests interleaved so
+machine noise hits each alike.
+
 This file is also the served app (``fusion-nb serve benchmarks/scale.py``).
 """
 
@@ -32,6 +39,7 @@ import os
 import selectors
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,6 +80,11 @@ async def trivial(input: Any, ctx: Any) -> str:
     return "ok"
 
 
+@app.f.query("trivial.task").describe("Returns at once, as a task").task(ttl=3600).handle
+async def trivial_task(input: Any, ctx: Any) -> str:
+    return "ok"
+
+
 TOKEN = "scale-benchmark-token-0123456789abcdef"
 
 
@@ -82,11 +95,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def worker(port: int, key_file: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """One ``fusion-nb serve`` HTTP worker on ``port``, ready when this yields."""
+def worker(port: int, key_file: Path, *options: str) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``fusion-nb serve`` HTTP worker on ``port`` (with ``options``), ready when this yields."""
     env = {**os.environ, "FUSION_NB_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-m", "fusion_nb", "serve", str(Path(__file__).resolve()), "--transport", "http"]
-    argv += ["--port", str(port), "--state-key-file", str(key_file)]
+    argv += ["--port", str(port), "--state-key-file", str(key_file), *options]
     process = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, cwd=REPO)
     try:
         assert process.stderr is not None
@@ -346,6 +359,130 @@ def load(
     return Measured(done / wall, (w1 - w0) / wall, (n1 - n0) / wall, (g1 - g0) / wall, (m1 - m0) / wall)
 
 
+TASKS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "scale-bench", "version": "0"},
+}
+
+
+def modern_request(port: int, method: str, request_id: int, params: dict[str, Any], tool: str = "") -> bytes:
+    """The bytes of one 2026-07-28 request on a keep-alive connection (routing headers included)."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": TASKS_META}}
+    ).encode()
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        f"Authorization: Bearer {TOKEN}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "MCP-Protocol-Version: 2026-07-28",
+        f"Mcp-Method: {method}",
+        *([f"Mcp-Name: {tool}"] if tool else []),
+        f"Content-Length: {len(body)}",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+class KeptConnection:
+    """One blocking keep-alive connection: send a request, read its whole JSON answer (``RawClients.complete``)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = bytearray()
+
+    def exchange(self, request: bytes) -> dict[str, Any]:
+        self.sock.sendall(request)
+        while (answer := RawClients.complete(self.buffer)) is None:
+            chunk = self.sock.recv(65536)
+            expect(chunk, "the server closed the connection with a request in flight")
+            self.buffer += chunk
+        body, closing = answer
+        expect(not closing, "the server closed a keep-alive connection")
+        message: dict[str, Any] = json.loads(body)
+        expect("result" in message, body[:300])
+        return message["result"]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def finished_task(connection: KeptConnection) -> str:
+    """Create a ``trivial.task`` task on ``connection``'s worker and return its id once it has completed."""
+    params = {"name": "trivial.task", "arguments": {}}
+    created = connection.exchange(modern_request(connection.port, "tools/call", 1, params, "trivial.task"))
+    expect(created.get("resultType") == "task", created)
+    task_id: str = created["taskId"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        got = connection.exchange(modern_request(connection.port, "tasks/get", 2, {"taskId": task_id}))
+        if got["status"] == "completed":
+            return task_id
+        time.sleep(0.01)
+    raise RuntimeError(f"task {task_id} did not complete")
+
+
+def get_latencies(targets: dict[str, tuple[KeptConnection, str]], rounds: int) -> dict[str, list[float]]:
+    """``tasks/get`` round trips in µs per target, the targets interleaved request by request (after a warm-up)."""
+    requests = {
+        name: modern_request(connection.port, "tasks/get", 3, {"taskId": task_id})
+        for name, (connection, task_id) in targets.items()
+    }
+    timings: dict[str, list[float]] = {name: [] for name in targets}
+    for index in range(rounds + 200):
+        for name, (connection, _) in targets.items():
+            started = time.perf_counter()
+            answer = connection.exchange(requests[name])
+            elapsed = (time.perf_counter() - started) * 1e6
+            expect(answer.get("status") == "completed" and answer.get("result"), answer)
+            if index >= 200:
+                timings[name].append(elapsed)
+    return timings
+
+
+def tasks_get_rows(rounds: int) -> list[str]:
+    """The ``tasks/get`` table: in-memory against Redis (owner worker, other worker), or one line saying why not."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from redis_server import MISSING, find_redis_server, redis_server
+
+    if find_redis_server() is None:
+        return [f"tasks/get with the Redis store: skipped ({MISSING})"]
+    with tempfile.TemporaryDirectory() as tmp, redis_server(directory=Path(tmp)) as redis:
+        key = Path(tmp) / "state.key"
+        ports = {name: free_port() for name in ("memory", "redis-a", "redis-b")}
+        store = ("--task-store", redis.url)
+        with (
+            worker(ports["memory"], key),
+            worker(ports["redis-a"], key, *store),
+            worker(ports["redis-b"], key, *store),
+        ):
+            connections = {name: KeptConnection(port) for name, port in ports.items()}
+            try:
+                in_memory = finished_task(connections["memory"])
+                on_redis = finished_task(connections["redis-a"])
+                targets = {
+                    "in-memory store": (connections["memory"], in_memory),
+                    "Redis store, the worker that ran it": (connections["redis-a"], on_redis),
+                    "Redis store, another worker": (connections["redis-b"], on_redis),
+                }
+                timings = get_latencies(targets, rounds)
+            finally:
+                for connection in connections.values():
+                    connection.close()
+    base = statistics.median(timings["in-memory store"])
+    rows = [
+        f"\ntasks/get of a finished task, one client on a keep-alive connection, {rounds} requests each (2026-07-28)",
+        f"{'store':<37} {'p50':>9} {'p90':>9} {'p50 / in-memory':>16}",
+    ]
+    for name, values in timings.items():
+        p50, p90 = statistics.median(values), statistics.quantiles(values, n=10)[-1]
+        rows.append(f"{name:<37} {p50:>6.0f} µs {p90:>6.0f} µs {p50 / base:>15.2f}x")
+    return rows
+
+
 async def startup_to_first_call(notebook: Path) -> float:
     """Seconds from spawning ``fusion-nb serve NOTEBOOK`` (stdio) to its first answered call."""
     from mcp import Client
@@ -362,19 +499,13 @@ async def startup_to_first_call(notebook: Path) -> float:
     return elapsed
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=6.0)
-    parser.add_argument("--startup-runs", type=int, default=3)
-    parser.add_argument("--tools", default="cpu,trivial", help="comma-separated: cpu, trivial")
-    parser.add_argument(
-        "--nginx-processes", default="auto", help="nginx worker_processes (default auto, as Debian's nginx.conf)"
-    )
-    args = parser.parse_args(argv)
+PARTS = ("load", "tasks", "startup")
+
+
+def load_table(args: argparse.Namespace) -> None:
+    """calls/s of each tool: one worker reached directly against two behind nginx."""
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         raise SystemExit("nginx is missing: apt-get install -y nginx")
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "state.key"
@@ -403,11 +534,33 @@ def main(argv: list[str] | None = None) -> None:
         " master and workers, gen = this load generator, other = the rest of the machine"
     )
 
-    notebook = REPO / "notebooks" / "01-quickstart.ipynb"
-    times = [asyncio.run(startup_to_first_call(notebook)) for _ in range(args.startup_runs)]
-    if times:
-        print("\nfusion-nb serve notebooks/01-quickstart.ipynb (stdio): start to first answered call")
-        print("runs: " + ", ".join(f"{t:.2f} s" for t in times) + f"   best {min(times):.2f} s (target < 2 s)")
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--startup-runs", type=int, default=3)
+    parser.add_argument("--get-rounds", type=int, default=2000, help="tasks/get requests per store")
+    parser.add_argument("--tools", default="cpu,trivial", help="comma-separated: cpu, trivial")
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts to run: {', '.join(PARTS)}")
+    parser.add_argument(
+        "--nginx-processes", default="auto", help="nginx worker_processes (default auto, as Debian's nginx.conf)"
+    )
+    args = parser.parse_args(argv)
+    parts = args.only.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+
+    if "load" in parts:
+        load_table(args)
+    if "tasks" in parts:
+        print("\n".join(tasks_get_rows(args.get_rounds)))
+    if "startup" in parts:
+        notebook = REPO / "notebooks" / "01-quickstart.ipynb"
+        times = [asyncio.run(startup_to_first_call(notebook)) for _ in range(args.startup_runs)]
+        if times:
+            print("\nfusion-nb serve notebooks/01-quickstart.ipynb (stdio): start to first answered call")
+            print("runs: " + ", ".join(f"{t:.2f} s" for t in times) + f"   best {min(times):.2f} s (target < 2 s)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,20 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Generator[Any, None, None]:
+    """Debian's ``redis-server`` on 127.0.0.1 at a free port (``redis_server.RedisServer``: ``url``,
+    ``stop()``, ``start()``); skipped without it, failed under CI (see redis_server)."""
+    from redis_server import RedisServer, redis_server_or_skip
+
+    server = RedisServer(redis_server_or_skip(), tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 async def kernel() -> AsyncIterator[Any]:
     """A real ipykernel from this venv (see kernel_harness); asyncio-only directories use it."""
     from kernel_harness import Kernel

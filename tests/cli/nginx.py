@@ -68,11 +68,11 @@ def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iter
 
 
 @contextlib.asynccontextmanager
-async def behind_nginx(tmp: Path, *options: str, env: dict[str, str]):
-    """Two ``fusion-nb serve service_app`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``."""
+async def behind_nginx(tmp: Path, *options: str, env: dict[str, str], source: str = "service_app"):
+    """Two ``fusion-nb serve SOURCE`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``."""
     async with (
-        served("service_app", *options, "--worker-name", "w1", env=env) as a,
-        served("service_app", *options, "--worker-name", "w2", env=env) as b,
+        served(source, *options, "--worker-name", "w1", env=env) as a,
+        served(source, *options, "--worker-name", "w2", env=env) as b,
     ):
         ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
         (tmp / "nginx").mkdir()

@@ -2,7 +2,9 @@
 
 The container's command line and the Kubernetes args parse with the real CLI; the
 Secret feeds the environment variables the CLI reads; the probes and the image's
-HEALTHCHECK hit /healthz, and that health check command succeeds against a served app.
+HEALTHCHECK hit /healthz, and that health check command succeeds against a served app;
+the replicas' task-store URL, expanded as Kubernetes does, reaches the cluster's Redis with
+the Secret's password, and that Redis is reachable only in the cluster, from fusion-nb's pods.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -40,24 +43,84 @@ def test_the_image_runs_fusion_nb_serve_as_a_non_root_user():
     assert user not in ("root", "0") and f"--uid {10001}" in DOCKERFILE
 
 
+TASK_STORE_ENV = "FUSION_NB_TASK_STORE"  # the task store's variable (docs/tasks-across-workers.md)
+
+
+def manifests() -> dict[tuple[str, str], dict]:
+    text = (REPO / "deploy" / "kubernetes" / "fusion-nb.yaml").read_text()
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in yaml.safe_load_all(text)}
+
+
+def expanded(value: str, defined: dict[str, str]) -> str:
+    """``value`` with ``$(NAME)`` replaced as Kubernetes does: only by variables defined before it."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda ref: defined.get(ref[1], ref[0]), value)
+
+
 def test_kubernetes_manifests():
-    manifests = (REPO / "deploy" / "kubernetes" / "fusion-nb.yaml").read_text()
-    documents = {doc["kind"]: doc for doc in yaml.safe_load_all(manifests)}
-    assert set(documents) == {"Secret", "Deployment", "Service"}
-    deployment = documents["Deployment"]["spec"]
+    documents = manifests()
+    assert set(documents) == {
+        ("Secret", "fusion-nb"),
+        ("Deployment", "fusion-nb"),
+        ("Service", "fusion-nb"),
+        ("Deployment", "fusion-nb-redis"),
+        ("Service", "fusion-nb-redis"),
+        ("NetworkPolicy", "fusion-nb-redis"),
+    }
+    secret = documents["Secret", "fusion-nb"]
+    deployment = documents["Deployment", "fusion-nb"]["spec"]
     assert deployment["replicas"] >= 2
     container = deployment["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(["serve", *container["args"]])
     grace = deployment["template"]["spec"]["terminationGracePeriodSeconds"]
     assert args.transport == "http" and args.drain_timeout < grace
-    env = {item["name"]: item["valueFrom"]["secretKeyRef"] for item in container["env"]}
-    assert set(env) == {TOKEN_ENV, STATE_KEY_ENV}
-    secret_keys = set(documents["Secret"]["stringData"])
+    env = {item["name"]: item["valueFrom"]["secretKeyRef"] for item in container["env"] if "valueFrom" in item}
+    assert set(env) == {TOKEN_ENV, STATE_KEY_ENV, "REDIS_PASSWORD"}
+    secret_keys = set(secret["stringData"])
     assert {ref["key"] for ref in env.values()} == secret_keys
-    assert all(ref["name"] == documents["Secret"]["metadata"]["name"] for ref in env.values())
-    assert len(documents["Secret"]["stringData"]["state-key"]) >= 32
+    assert all(ref["name"] == secret["metadata"]["name"] for ref in env.values())
+    assert len(secret["stringData"]["state-key"]) >= 32
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert documents["Service"]["spec"]["selector"] == deployment["selector"]["matchLabels"]
+    assert documents["Service", "fusion-nb"]["spec"]["selector"] == deployment["selector"]["matchLabels"]
+
+
+def test_every_replica_reaches_the_clusters_redis_with_the_secrets_password():
+    documents = manifests()
+    secret = documents["Secret", "fusion-nb"]["stringData"]
+    container = documents["Deployment", "fusion-nb"]["spec"]["template"]["spec"]["containers"][0]
+    defined: dict[str, str] = {}
+    for item in container["env"]:  # in order: a reference sees only the variables above it
+        reference = item.get("valueFrom", {}).get("secretKeyRef")
+        defined[item["name"]] = secret[reference["key"]] if reference else expanded(item["value"], defined)
+    store = urlsplit(defined[TASK_STORE_ENV])
+    service = documents["Service", "fusion-nb-redis"]
+    assert (store.scheme, store.hostname, store.port) == (
+        "redis",
+        "fusion-nb-redis",
+        service["spec"]["ports"][0]["port"],
+    )
+    assert store.password == secret["redis-password"] and store.password.isalnum()  # needs no percent-encoding
+    assert store.path == "/0"
+
+    redis = documents["Deployment", "fusion-nb-redis"]["spec"]
+    pod = redis["template"]
+    (server,) = pod["spec"]["containers"]
+    password_ref = {item["name"]: item["valueFrom"]["secretKeyRef"]["key"] for item in server["env"]}
+    argv = server["args"]
+    assert password_ref[argv[argv.index("--requirepass") + 1].strip("$()")] == "redis-password"
+    assert argv[argv.index("--save") + 1] == "" and argv[argv.index("--appendonly") + 1] == "no"  # tasks: no disk
+    assert server["resources"]["limits"]["memory"] and redis["replicas"] == 1
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+    # inside the cluster only, and only from fusion-nb's pods
+    assert service["spec"].get("type", "ClusterIP") == "ClusterIP" and "nodePort" not in str(service)
+    assert service["spec"]["selector"] == redis["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    assert all("hostPort" not in port for port in server["ports"])
+    policy = documents["NetworkPolicy", "fusion-nb-redis"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == pod["metadata"]["labels"] and policy["policyTypes"] == ["Ingress"]
+    (allowed,) = policy["ingress"]
+    fusion_pods = documents["Deployment", "fusion-nb"]["spec"]["template"]["metadata"]["labels"]
+    assert allowed["from"] == [{"podSelector": {"matchLabels": fusion_pods}}]
+    assert allowed["ports"] == [{"protocol": "TCP", "port": 6379}]
 
 
 @pytest.mark.anyio

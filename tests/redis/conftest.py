@@ -1,4 +1,5 @@
-"""A real Debian ``redis-server`` per test, on loopback (the shared task store's tests)."""
+"""A real Debian ``redis-server`` per test, on loopback (the shared task store's tests): the suite's rig
+(``tests/redis_server.py``, fixture ``redis``), which the CLI scenarios and benchmarks/scale.py use too."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "mcp"))  # (the MCP tests' client plumbing)
 sys.path.insert(0, str(Path(__file__).parent))
 
-from redis_process import RedisProcess
-
 
 @pytest.fixture
 def anyio_backend():
@@ -19,8 +18,5 @@ def anyio_backend():
 
 
 @pytest.fixture
-def redis_server(tmp_path):
-    server = RedisProcess(tmp_path)
-    server.start()
-    yield server
-    server.stop()
+def redis_server(redis):
+    return redis
