@@ -297,7 +297,6 @@ async def test_a_2025_session_on_b_lists_gets_waits_for_and_answers_tasks_create
         assert answered["structuredContent"] == {"go": True, "pid": pid_a}
 
 
-@pytest.mark.xfail(reason="2025 tasks/cancel relayed to another worker answers the task before it is cancelled")
 async def test_a_2025_cancel_on_b_answers_the_task_cancelled_after_the_cleanup_on_a(tmp_path, redis):
     """2025-11-25: the receiver must turn the task cancelled before it answers tasks/cancel."""
     async with topology(tmp_path, redis) as (a, b, _url, http):
@@ -344,9 +343,6 @@ async def test_a_killed_worker_leaves_its_running_tasks_failed_on_the_other_with
         assert not any((tmp_path / f"a{index}.mark").exists() for index in range(3))  # no cleanup ran: SIGKILL
 
 
-@pytest.mark.xfail(
-    reason="a dead worker's task reads, on 2026-07-28, as an isError result '[CANCELLED] ... has no result'"
-)
 async def test_a_2026_client_reads_in_a_dead_workers_task_result_that_its_worker_stopped(tmp_path, redis):
     """2026-07-28 shows a failed tool as ``completed`` with an error result: that result must say what happened."""
     async with topology(tmp_path, redis) as (a, b, _url, http):
