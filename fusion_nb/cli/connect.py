@@ -25,9 +25,14 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   ``tools/call`` (its client capabilities naming the extension, ``_restamped``) and
   returns the upstream's task answer unchanged (its client's claim, ``_tasks_claim``,
   never polls), and relays ``tasks/get``, ``tasks/list``, ``tasks/cancel`` and
-  ``tasks/update`` as they came. A 2025-11-25 host's ``params.task`` is refused in one
-  sentence: the SDK client validates a 2025 ``tools/call`` answer as a ``CallToolResult``
-  (claims are inactive there), so a ``CreateTaskResult`` cannot come back through it.
+  ``tasks/update`` as they came. A 2025-11-25 host's tasks are translated onto the
+  same upstream extension (``legacy_tasks.LegacyTasks``): ``capabilities.tasks`` in its
+  handshake, ``execution.taskSupport`` in its tool list (from a short 2025-era upstream
+  session: the 2026 list has none), a ``params.task`` call sent upstream opted in
+  (``_Forwarded.tasks``) and answered ``{"task": ...}``, and ``tasks/get``,
+  ``tasks/result`` (polling, the task's questions asked over the host's session),
+  ``tasks/list`` and ``tasks/cancel`` served from the upstream's ``tasks/*``. Without
+  the extension upstream, any task request is refused in one sentence.
 * Task status on listen: a 2026 host's ``subscriptions/listen`` naming ``taskIds``
   gets an upstream listen stream of its own for them, opened in the host's name and
   closed with the host's stream (``_TaskListen``); the host's ack names the ids the
@@ -76,9 +81,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..mcp.client_config import TOKEN_ENV
+from ..mcp.tasks import LEGACY_CAPABILITY, requested_ttl
 from ..mcp.tasks_client import EXTENSION as TASKS_EXTENSION
 from ..mcp.tasks_client import listen_request
 from .errors import CliError
+from .legacy_tasks import LegacyTasks
 from .service import log_to_stderr as log
 
 if TYPE_CHECKING:
@@ -105,6 +112,7 @@ class _Forwarded:
     tool: str = ""
     failure: ToolError | None = None  # what the host would get direct, when asking the host failed
     listen: _UpstreamListen | None = None  # the upstream listen stream this request opens, told its request id
+    tasks: bool = False  # made for a 2025-11-25 host's task: declares the tasks extension upstream
 
 
 #: the downstream request an upstream request (or an upstream elicitation) is made for
@@ -163,6 +171,21 @@ async def bridge(
 
     server, relay = _bridge_server(url)
     finished = anyio.Event()
+
+    async def task_support() -> dict[str, str]:
+        """Each upstream tool's ``taskSupport``, from a short 2025-era session (the 2026 wire has no ``execution``)."""
+        support: dict[str, str] = {}
+        async with connect(url, token, mode="legacy", headers=headers) as legacy:
+            cursor = None
+            while True:
+                page = await legacy.list_tools(cursor=cursor)
+                for tool in page.tools:
+                    support[tool.name] = (tool.execution.task_support if tool.execution else None) or "forbidden"
+                cursor = page.next_cursor
+                if not cursor:
+                    return support
+
+    relay.fetch_task_support = task_support
 
     async def upstream(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """The upstream client, for as long as the bridge runs; its failure once serving is the relay's to report."""
@@ -237,6 +260,39 @@ class _Relay:
         self.failed: str | None = None  # once the upstream failed under a call: why, in one sentence
         self.pending: set[_Failure] = set()  # the calls waiting for the upstream now
         self.task_listens: dict[types.RequestId, _UpstreamListen] = {}  # by upstream subscription id
+        self.task_support: dict[str, str] = {}  # each listed tool's execution.taskSupport ("forbidden" when absent)
+        self.fetch_task_support: Callable[[], Awaitable[dict[str, str]]] | None = None  # set by ``bridge``
+        self.legacy = LegacyTasks(self.legacy_request, self.output_schemas)  # a 2025-11-25 host's tasks
+
+    async def with_task_support(self, result: types.ListToolsResult) -> types.ListToolsResult:
+        """A 2025-11-25 host's tool list with each task tool's ``execution.taskSupport`` (its hosts read it).
+
+        The 2026 upstream's list has no ``execution``, so a short 2025-era session asks
+        for it. If that fails, the list goes without it (the host then calls plainly,
+        and the bridge refuses no ``params.task`` it cannot judge).
+        """
+        try:
+            support = await self.fetch_task_support() if self.fetch_task_support is not None else {}
+        except Exception as exc:
+            log(f"could not learn the upstream tools' task support ({type(exc).__name__}); listing them without it")
+            return result
+        self.task_support.update(support)
+        tools = [
+            tool
+            if support.get(tool.name, "forbidden") == "forbidden"
+            else tool.model_copy(
+                update={"execution": types.ToolExecution.model_validate({"taskSupport": support[tool.name]})}
+            )
+            for tool in result.tools
+        ]
+        return result.model_copy(update={"tools": tools})
+
+    async def legacy_request(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``method`` upstream for a 2025-11-25 host's task (``LegacyTasks``), in the host's name, as JSON."""
+        request = _Relayed(method=method, params=_OpenParams.model_validate(params))
+        async with _forwarding(_Forwarded(ctx, tasks=True)):
+            result: dict[str, Any] = await self.forward(lambda: self.client.session.send_request(request, _RAW_RESULT))
+        return result
 
     def upstream_failed(self, exc: BaseException) -> str:
         """Note the upstream's failure (logged once); the sentence every pending and later call gets."""
@@ -417,6 +473,8 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
             )
         for tool in result.tools:
             relay.output_schemas[tool.name] = tool.output_schema is not None
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and relay.modern_tasks():
+            result = await relay.with_task_support(result)
         return result
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
@@ -455,7 +513,7 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
     server.middleware = [
         _TaskRelay(relay)
     ]  # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp)
-    for method in ("tasks/get", "tasks/list", "tasks/cancel", "tasks/update"):
+    for method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"):
         server.add_request_handler(method, _OpenParams, _task_request(relay, method))
     return server, relay
 
@@ -512,11 +570,10 @@ def _tasks_claim(on_status: Callable[[Any], Awaitable[None]]) -> Any:
 #: the upstream's answer to a relayed request, kept as the JSON it was
 _RAW_RESULT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
 
-#: why a 2025-11-25 host gets no tasks through the bridge (the SDK client's public API cannot carry them)
-LEGACY_TASKS_REFUSED = (
-    "fusion-nb connect relays MCP tasks only for 2026-07-28 hosts (a 2025-11-25 task cannot pass through "
-    "the SDK client); call the tool without params.task, or connect to the server's URL directly"
-)
+
+def _no_tasks(method: str) -> MCPError:
+    """The refusal of a task request when the server behind the bridge has no tasks extension."""
+    return MCPError(types.METHOD_NOT_FOUND, f"the server behind this bridge has no {method}")
 
 
 def _host_opted_in(ctx: Any) -> bool:
@@ -526,17 +583,36 @@ def _host_opted_in(ctx: Any) -> bool:
 
 
 def _task_request(relay: _Relay, method: str) -> Any:
-    """The bridge's handler of one ``tasks/*`` method: relayed upstream unchanged, or refused in one sentence.
+    """The bridge's handler of one ``tasks/*`` method: relayed, translated or refused in one sentence.
 
-    No read timeout of the bridge's own: the SDK client's default is none, so a
-    request waits as long as the upstream takes to answer it.
+    A 2026 host's request goes upstream unchanged; a 2025-11-25 host's is served by
+    ``LegacyTasks`` on the upstream's draft tasks (``tasks/update`` is not a 2025
+    method, ``tasks/result`` not a 2026 one). No read timeout of the bridge's own:
+    the SDK client's default is none, so a request waits as long as the upstream takes.
     """
+    legacy_methods = {
+        "tasks/get": relay.legacy.get,
+        "tasks/result": relay.legacy.result,
+        "tasks/list": relay.legacy.list,
+        "tasks/cancel": relay.legacy.cancel,
+    }
 
     async def handle(ctx: Any, params: _OpenParams) -> dict[str, Any]:
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            raise MCPError(types.INVALID_REQUEST, LEGACY_TASKS_REFUSED)
         if not relay.modern_tasks():
-            raise MCPError(types.METHOD_NOT_FOUND, f"the server behind this bridge has no {method}")
+            raise _no_tasks(method)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            serve = legacy_methods.get(method)
+            if serve is None:
+                raise MCPError(
+                    types.METHOD_NOT_FOUND,
+                    f"{method} is not a 2025-11-25 method; a task's input is asked over tasks/result",
+                )
+            async with _forwarding(_Forwarded(ctx, tasks=True)):
+                return await serve(ctx, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if method == "tasks/result":
+            raise MCPError(
+                types.METHOD_NOT_FOUND, "tasks/result is not in the 2026-07-28 tasks extension; poll tasks/get"
+            )
         request = _Relayed(method=method, params=params)
         async with _forwarding(_Forwarded(ctx)):
             result: dict[str, Any] = await relay.forward(
@@ -548,9 +624,12 @@ def _task_request(relay: _Relay, method: str) -> Any:
 
 
 class _TaskRelay:
-    """The bridge's middleware: a task-augmented ``tools/call`` goes upstream and its task answer comes back as is.
+    """The bridge's middleware: a task-augmented ``tools/call`` goes upstream as an opted-in 2026 call.
 
-    A middleware, not the ``tools/call`` handler: a task answer is not a
+    A 2026 host's task answer comes back as is; a 2025-11-25 host's comes back as the
+    2025 ``{"task": ...}`` (``LegacyTasks.started``), and the 2025 handshake declares
+    ``capabilities.tasks`` exactly when the upstream advertises the extension. A
+    middleware, not the ``tools/call`` handler: a task answer is not a
     ``CallToolResult``, and the SDK sieves what that handler returns.
     """
 
@@ -558,20 +637,48 @@ class _TaskRelay:
         self.relay = relay
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        """Relay an opted-in 2026 call with ``allow_claimed``; refuse a 2025 ``params.task``; pass the rest on."""
+        """Relay an opted-in call with ``allow_claimed`` (translated for a 2025 host); pass the rest on."""
+        if ctx.method == "initialize":
+            result = await call_next(ctx)
+            if self.relay.modern_tasks() and isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
+                result["capabilities"]["tasks"] = LEGACY_CAPABILITY
+            return result
         if ctx.method != "tools/call":
             return await call_next(ctx)
         params = ctx.params if isinstance(ctx.params, dict) else {}
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            if params.get("task") is not None:
-                raise MCPError(types.INVALID_PARAMS, LEGACY_TASKS_REFUSED)
-            return await call_next(ctx)
+            if params.get("task") is None:
+                return await call_next(ctx)
+            return await self._legacy_task(ctx, params)
         if not (_host_opted_in(ctx) and self.relay.modern_tasks()):
             return await call_next(ctx)
         call = types.CallToolRequestParams.model_validate(params, by_name=False)
         async with _forwarding(_Forwarded(ctx, call.name)):
             result = await _modern_call(self.relay, ctx, call, claimed=True)
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _legacy_task(self, ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """A 2025-11-25 ``params.task`` call: checked as the server checks it, then an opted-in call upstream.
+
+        The host's ttl is checked but not passed on: the draft's call has no ttl (the
+        task gets the tool's own, and its ``ttl`` says so).
+        """
+        name = params.get("name")
+        if not self.relay.modern_tasks():
+            raise _no_tasks("tasks")
+        if not isinstance(name, str):
+            raise MCPError(types.INVALID_PARAMS, "tools/call needs params.name, the name string of a tool.")
+        requested_ttl(name, params["task"])
+        if self.relay.task_support.get(name) == "forbidden":
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f'Tool "{name}" does not run as a task (its taskSupport is "forbidden"); call it without params.task.',
+            )
+        plain = {key: value for key, value in params.items() if key != "task"}
+        call = types.CallToolRequestParams.model_validate(plain, by_name=False)
+        async with _forwarding(_Forwarded(ctx, name, tasks=True)):
+            result = await _modern_call(self.relay, ctx, call, claimed=True)
+        return self.relay.legacy.started(ctx, name, result.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 class _TaskListen:
@@ -805,7 +912,7 @@ class _HostStamp:
         """Pass ``item`` on, restamped when it is a request made for a host."""
         forwarded = _downstream.get(None)
         if forwarded is not None:
-            item = _restamped(item, forwarded.ctx)
+            item = _restamped(item, forwarded)
             if forwarded.listen is not None:
                 forwarded.listen.sent(item.message)
         await self.inner.send(item)
@@ -822,8 +929,13 @@ class _HostStamp:
         return await self.inner.__aexit__(*exc_info)
 
 
-def _restamped(item: Any, ctx: Any) -> Any:
-    """``item`` (a ``SessionMessage``) with a 2026 envelope naming the host and its elicitation modes."""
+def _restamped(item: Any, forwarded: _Forwarded) -> Any:
+    """``item`` (a ``SessionMessage``) with a 2026 envelope naming the host and its elicitation modes.
+
+    The tasks extension is declared when the host declared it, or when the request
+    serves a 2025-11-25 host's task (``forwarded.tasks``: the bridge translates it).
+    """
+    ctx = forwarded.ctx
     message = item.message
     if not isinstance(message, types.JSONRPCRequest) or not isinstance(message.params, dict):
         return item
@@ -845,6 +957,8 @@ def _restamped(item: Any, ctx: Any) -> Any:
     extensions.pop(TASKS_EXTENSION, None)  # the bridge's claim: declared only for a host that declared it
     if declared is not None and TASKS_EXTENSION in (declared.extensions or {}):
         extensions[TASKS_EXTENSION] = declared.extensions[TASKS_EXTENSION]
+    elif forwarded.tasks:
+        extensions[TASKS_EXTENSION] = {}
     if extensions:
         capabilities["extensions"] = extensions
     else:

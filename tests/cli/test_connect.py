@@ -255,7 +255,7 @@ async def test_a_call_in_flight_is_answered_when_the_upstream_dies(era, tmp_path
 
 async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
     """The SDK client with ``TasksExtension`` through ``fusion-nb connect``: a 3 s job outlives 1 s timeouts,
-    its task is listed, a required-task tool is cancelled (its cleanup runs upstream), a 2025 host is refused.
+    its task is listed, a required-task tool is cancelled (its cleanup runs upstream).
     """
     from fusion_nb.mcp.tasks_client import EXTENSION, TasksExtension
 
@@ -294,21 +294,121 @@ async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
                     group.cancel_scope.cancel()
             assert mark.read_text() == "cleaned"
 
-        async with bridged(server.url, server.token, "2025") as legacy:
-            with pytest.raises(MCPError) as refused:
-                await legacy.session.send_request(
-                    types.CallToolRequest(
-                        params=types.CallToolRequestParams(
-                            name="train", arguments={"seconds": 1}, task=types.TaskMetadata(ttl=60000)
-                        )
-                    ),
-                    types.CallToolResult,
-                )
-            assert "relays MCP tasks only for 2026-07-28 hosts" in str(refused.value)
-            with pytest.raises(MCPError) as polled:
-                request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=tasks.created[0]))
-                await legacy.session.send_request(request, types.GetTaskResult)
-            assert "relays MCP tasks only for 2026-07-28 hosts" in str(polled.value)
+
+TASKS_ENV = {"PYTHONPATH": f"{REPO / 'tests' / 'mcp'}:{REPO}"}
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+@contextlib.asynccontextmanager
+async def legacy_host(server, answer=None, **capabilities):
+    """A raw 2025-11-25 JSON-RPC host on the bridge's stdio (the SDK 2.3 client cannot take a CreateTaskResult)."""
+    from mcp.client.stdio import stdio_client
+    from raw_peer import handshaken
+
+    params = bridged(server.url, server.token, "2025").server
+    async with stdio_client(params) as (read, write), handshaken(read, write, answer, **capabilities) as peer:
+        yield peer
+
+
+async def test_a_2025_hosts_tasks_are_translated_by_the_bridge(tmp_path):
+    """Issue 25: a 2025-11-25 host's tasks through ``fusion-nb connect`` on the upstream's 2026 extension: the
+    capability, a task created, polled, listed and collected with its related-task meta; a cancel whose cleanup
+    runs upstream answers ``cancelled``; an ended task's cancel, an unknown id and a bad ttl are one sentence."""
+    from raw_peer import RawError
+
+    from fusion_nb.mcp.tasks import LEGACY_CAPABILITY
+
+    mark = tmp_path / "mark"
+    async with served("tasks_app:app", env=TASKS_ENV) as server, legacy_host(server) as host:
+        assert host.initialized["capabilities"]["tasks"] == LEGACY_CAPABILITY
+        listed_tools = await host.request("tools/list", {})
+        assert {tool["name"]: tool["execution"]["taskSupport"] for tool in listed_tools["tools"]} == {
+            "train": "optional",
+            "stuck": "required",
+        }
+        created = await host.request(
+            "tools/call", {"name": "train", "arguments": {"seconds": 2}, "task": {"ttl": 60000}}
+        )
+        task = created["task"]
+        task_id = task["taskId"]
+        assert task["status"] == "working" and task["pollInterval"] == 100 and task["ttl"] == 600000, task
+        assert {"createdAt", "lastUpdatedAt"} <= set(task)
+        got = await host.request("tasks/get", {"taskId": task_id})
+        assert got["taskId"] == task_id and got["status"] == "working", got
+        listed = await host.request("tasks/list", {})
+        assert [t["taskId"] for t in listed["tasks"]] == [task_id]
+        with anyio.fail_after(30):
+            result = await host.request("tasks/result", {"taskId": task_id})
+        assert result["content"][0]["text"] == "trained for 2.0 s" and not result["isError"], result
+        assert result["_meta"][RELATED_TASK] == {"taskId": task_id} and "resultType" not in result
+        assert (await host.request("tasks/get", {"taskId": task_id}))["status"] == "completed"
+
+        stuck = (await host.request("tools/call", {"name": "stuck", "arguments": {"mark": str(mark)}, "task": {}}))[
+            "task"
+        ]
+        await anyio.sleep(0.3)
+        with anyio.fail_after(10):
+            cancelled = await host.request("tasks/cancel", {"taskId": stuck["taskId"]})
+        assert cancelled["taskId"] == stuck["taskId"] and cancelled["status"] == "cancelled", cancelled
+        assert mark.read_text() == "cleaned"  # the upstream's finally ran (written aside, renamed)
+        ended = await host.request("tasks/result", {"taskId": stuck["taskId"]})
+        assert ended["isError"] and ended["_meta"][RELATED_TASK] == {"taskId": stuck["taskId"]}, ended
+        statuses = {t["taskId"]: t["status"] for t in (await host.request("tasks/list", {}))["tasks"]}
+        assert statuses == {task_id: "completed", stuck["taskId"]: "cancelled"}
+
+        with pytest.raises(RawError) as again:
+            await host.request("tasks/cancel", {"taskId": stuck["taskId"]})
+        assert again.value.message == (
+            f'tasks/cancel: task "{stuck["taskId"]}" has already ended (cancelled); it cannot be cancelled.'
+        )
+        with pytest.raises(RawError) as unknown:
+            await host.request("tasks/get", {"taskId": "no-such-task"})
+        assert unknown.value.message == (
+            'tasks/get: there is no task "no-such-task" for this client '
+            "(it never existed, has expired, or belongs to another token)."
+        )
+        with pytest.raises(RawError) as missing:
+            await host.request("tasks/result", {})
+        assert missing.value.message == "tasks/result needs params.taskId, the id string of a task; got None."
+        with pytest.raises(RawError) as ttl:
+            await host.request("tools/call", {"name": "train", "arguments": {"seconds": 1}, "task": {"ttl": 5}})
+        assert ttl.value.message.startswith('Tool "train": params.task.ttl must be a whole number of milliseconds')
+        plain = await host.request("tools/call", {"name": "train", "arguments": {"seconds": 0.1}})
+        assert plain["content"][0]["text"] == "trained for 0.1 s" and "task" not in plain
+
+
+async def test_a_2025_hosts_task_asking_for_input_is_answered_over_tasks_result():
+    """The upstream task's input request reaches the 2025 host as ``elicitation/create`` tied to the task, during
+    ``tasks/result``; the host's answer goes upstream with ``tasks/update`` and the task ends with it. A tool that
+    does not run as a task refuses ``params.task`` in the server's sentence."""
+    from raw_peer import RawError
+
+    asked: list[tuple[str, dict]] = []
+
+    def answer(method: str, params: dict) -> dict:
+        asked.append((method, params))
+        return {"action": "accept", "content": {"go": True}}
+
+    async with (
+        served("tasks_app:asking", env=TASKS_ENV) as server,
+        legacy_host(server, answer, elicitation={"form": {}}) as host,
+    ):
+        created = await host.request("tools/call", {"name": "confirm", "arguments": {}, "task": {"ttl": 60000}})
+        task_id = created["task"]["taskId"]
+        with anyio.fail_after(30):
+            result = await host.request("tasks/result", {"taskId": task_id})
+        assert result["content"][0]["text"] == "go=True" and not result["isError"], result
+        assert result["_meta"][RELATED_TASK] == {"taskId": task_id}
+        ((method, params),) = asked
+        assert method == "elicitation/create" and params["message"] == "Go ahead?", params
+        assert params["_meta"][RELATED_TASK] == {"taskId": task_id}
+        assert (await host.request("tasks/get", {"taskId": task_id}))["status"] == "completed"
+        await host.request("tools/list", {})
+        with pytest.raises(RawError) as forbidden:  # (its taskSupport learnt from tools/list)
+            await host.request("tools/call", {"name": "hello", "arguments": {}, "task": {}})
+        assert forbidden.value.message == (
+            'Tool "hello" does not run as a task (its taskSupport is "forbidden"); call it without params.task.'
+        )
 
 
 def dict_adapter():

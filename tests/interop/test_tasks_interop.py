@@ -1,7 +1,7 @@
 """MCP tasks with clients nobody here wrote: the TypeScript SDKs and the MCP Inspector.
 
 ``tasks.mjs`` runs the TypeScript SDK 1.x ``client.experimental.tasks.callToolStream``
-(2025-11-25) against ``tasks_app`` over HTTP and stdio with every request timing out
+(2025-11-25) against ``tasks_app`` over HTTP, stdio and the ``fusion-nb connect`` bridge, with every request timing out
 after 1 s: a 3 s job completes through its task (created, polled, result), the task is
 listed, a required-task tool is cancelled and its cleanup runs, an unknown task id is
 refused, and the same job as a plain call dies of the client's timeout.
@@ -65,6 +65,19 @@ async def test_typescript_tasks_over_stdio(node, tmp_path):
         env={"PYTHONPATH": f"{REPO / 'tests' / 'mcp'}:{REPO}"},
     )
     out = await run_node(node, "tasks.mjs", "stdio", str(tmp_path / "mark"), *command.argv, env=server_env(command))
+    check(json.loads(out))
+
+
+async def test_typescript_tasks_through_the_stdio_bridge(node, tmp_path):
+    """Issue 25: the same 2025-11-25 client on ``fusion-nb connect``'s stdio, which translates its tasks onto
+    the upstream's 2026-07-28 extension (created, polled, result, list, cancel with cleanup, an unknown id)."""
+    async with serve_asgi(http_app(app), app) as served:
+        command = StdioCommand(
+            argv=[sys.executable, "-u", "-m", "fusion_nb", "connect", served.url],
+            env={"FUSION_NB_TOKEN": served.token},
+        )
+        mark = str(tmp_path / "mark")
+        out = await run_node(node, "tasks.mjs", "stdio", mark, *command.argv, env=server_env(command))
     check(json.loads(out))
 
 

@@ -81,14 +81,26 @@ async def raw_peer(
         anyio.create_task_group() as group,
     ):
         group.start_soon(server.run, server_read, server_write, server.create_initialization_options())
-        peer = RawPeer(client_write, answer)
-        group.start_soon(peer.read, client_read)
+        async with handshaken(client_read, client_write, answer, **capabilities) as peer:
+            yield peer
+        group.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def handshaken(
+    read: Any, write: Any, answer: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None, **capabilities: Any
+) -> AsyncIterator[RawPeer]:
+    """A 2025-11-25 peer on a server's ``(read, write)`` streams (memory, or a stdio process's), initialized."""
+    async with anyio.create_task_group() as group:
+        peer = RawPeer(write, answer)
+        group.start_soon(peer.read, read)
         init = {
             "protocolVersion": "2025-11-25",
             "capabilities": capabilities,
             "clientInfo": {"name": "raw", "version": "0"},
         }
-        peer.initialized = await peer.request("initialize", init)
+        with anyio.fail_after(30):
+            peer.initialized = await peer.request("initialize", init)
         await peer.notify("notifications/initialized")
         try:
             yield peer

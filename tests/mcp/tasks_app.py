@@ -57,3 +57,18 @@ def listen_app() -> Fusion:
         return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
 
     return app
+
+
+#: one task tool that asks for input, polled every 0.1 s (``fusion-nb connect``'s 2025 tasks/result asks the host)
+asking = Fusion("mcp-tasks-asking", grace=2.0)
+
+
+@asking.f.action("confirm").task(poll_interval=0.1).handle
+async def confirm(input, ctx):
+    go = read_input("go")
+    return f"go={go}" if go is not None else require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
+
+
+@asking.f.query("hello").handle
+def hello(input, ctx):
+    return "hello"
