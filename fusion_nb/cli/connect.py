@@ -271,12 +271,9 @@ class _Relay:
         for it. If that fails, the list goes without it (the host then calls plainly,
         and the bridge refuses no ``params.task`` it cannot judge).
         """
-        try:
-            support = await self.fetch_task_support() if self.fetch_task_support is not None else {}
-        except Exception as exc:
-            log(f"could not learn the upstream tools' task support ({type(exc).__name__}); listing them without it")
+        support = await self.learn_task_support()
+        if support is None:
             return result
-        self.task_support.update(support)
         tools = [
             tool
             if support.get(tool.name, "forbidden") == "forbidden"
@@ -286,6 +283,16 @@ class _Relay:
             for tool in result.tools
         ]
         return result.model_copy(update={"tools": tools})
+
+    async def learn_task_support(self) -> dict[str, str] | None:
+        """Each upstream tool's ``taskSupport`` (kept in ``task_support``); ``None`` when it could not be learned."""
+        try:
+            support = await self.fetch_task_support() if self.fetch_task_support is not None else {}
+        except Exception as exc:
+            log(f"could not learn the upstream tools' task support ({type(exc).__name__}); listing them without it")
+            return None
+        self.task_support.update(support)
+        return support
 
     async def legacy_request(self, ctx: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """``method`` upstream for a 2025-11-25 host's task (``LegacyTasks``), in the host's name, as JSON."""
@@ -669,7 +676,9 @@ class _TaskRelay:
         if not isinstance(name, str):
             raise MCPError(types.INVALID_PARAMS, "tools/call needs params.name, the name string of a tool.")
         requested_ttl(name, params["task"])
-        if self.relay.task_support.get(name) == "forbidden":
+        if name not in self.relay.task_support:  # a host that calls before it lists: learn it now
+            await self.relay.learn_task_support()
+        if self.relay.task_support.get(name) == "forbidden":  # (unknown: the upstream judges it)
             raise MCPError(
                 types.INVALID_PARAMS,
                 f'Tool "{name}" does not run as a task (its taskSupport is "forbidden"); call it without params.task.',

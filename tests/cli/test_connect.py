@@ -403,8 +403,7 @@ async def test_a_2025_hosts_task_asking_for_input_is_answered_over_tasks_result(
         assert method == "elicitation/create" and params["message"] == "Go ahead?", params
         assert params["_meta"][RELATED_TASK] == {"taskId": task_id}
         assert (await host.request("tasks/get", {"taskId": task_id}))["status"] == "completed"
-        await host.request("tools/list", {})
-        with pytest.raises(RawError) as forbidden:  # (its taskSupport learnt from tools/list)
+        with pytest.raises(RawError) as forbidden:  # (taskSupport learnt at the first task call: no tools/list here)
             await host.request("tools/call", {"name": "hello", "arguments": {}, "task": {}})
         assert forbidden.value.message == (
             'Tool "hello" does not run as a task (its taskSupport is "forbidden"); call it without params.task.'
