@@ -108,6 +108,7 @@ class RedisTasks:
         self._changed_channel = prefix + "changed:"
         self._pending: dict[str, Task] = {}  # local tasks changed since the last write
         self._wake: anyio.Event | None = None  # (made on the loop, in ``running``)
+        self._writing = anyio.Lock()
         self._followers: dict[str, set[anyio.Event]] = {}  # task id -> the waiters on its next change
         self._quiet_until = 0.0  # (a down store is logged once per 10 s, not per operation)
 
@@ -267,15 +268,29 @@ class RedisTasks:
             else:
                 await anyio.sleep(WRITE_INTERVAL)  # coalesce: a burst of progress is one write per task
 
+    async def written(self, task: Task) -> None:
+        """Return once ``task``'s latest change is in Redis (at once when nothing of it waits).
+
+        A worker answers for its own task from the live task; another worker answers from
+        the record. Waiting here before a worker answers keeps one client, sent to either
+        worker by the load balancer, from reading ``completed`` and then ``working``.
+        """
+        if task.id in self._pending or self._writing.locked():
+            try:
+                await self._flush()  # (after a write in flight, which may already hold it)
+            except ToolError as error:  # the store is down: this worker still answers for its own task
+                self._log_down(error)
+
     async def _flush(self) -> None:
-        pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        try:
-            await self._write([TaskRecord.of(task, self.worker) for task in pending.values()])
-        except BaseException:
-            self._pending = {**pending, **self._pending}
-            raise
+        async with self._writing:  # one write at a time, so ``written`` can wait for one in flight
+            pending, self._pending = self._pending, {}
+            if not pending:
+                return
+            try:
+                await self._write([TaskRecord.of(task, self.worker) for task in pending.values()])
+            except BaseException:
+                self._pending = {**pending, **self._pending}
+                raise
 
     async def _write(self, records: list[TaskRecord]) -> None:
         """Write ``records`` for the rest of their ttl, index them, announce each; one round trip.

@@ -189,6 +189,9 @@ class SharedTasks(Protocol):
     async def count(self, owner: Hashable | None = None) -> int:
         """How many tasks ``owner`` holds across all workers (everybody's when ``None``)."""
 
+    async def written(self, task: Task) -> None:
+        """Return once the latest change of this process's ``task`` is visible to every worker."""
+
     async def cancel(self, task: Task) -> None:
         """Have the worker running the copied ``task`` abort its call."""
 

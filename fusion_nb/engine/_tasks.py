@@ -554,17 +554,21 @@ class Tasks:
     async def find(self, owner: Hashable, task_id: object) -> Task | None:
         """``get``, or a copy of ``owner``'s task ``task_id`` that another worker runs."""
         task = self.get(owner, task_id)
-        if task is None and self.shared is not None and isinstance(task_id, str):
-            task = await self.shared.fetch(task_id)
-            if task is not None and task.owner != owner:
-                task = None
-        return task
+        if self.shared is None or not isinstance(task_id, str):
+            return task
+        if task is not None:
+            await self.shared.written(task)  # what this worker says, every worker says from now on
+            return task
+        task = await self.shared.fetch(task_id)
+        return task if task is not None and task.owner == owner else None
 
     async def find_all(self, owner: Hashable) -> builtins.list[Task]:
         """``list`` across workers: ``owner``'s tasks (ours live, others' as copies), oldest first."""
         mine = self.list(owner)
         if self.shared is None:
             return mine
+        for task in mine:
+            await self.shared.written(task)
         here = {task.id for task in mine}
         copies = [task for task in await self.shared.owned(owner) if task.id not in here]
         return sorted([*mine, *copies], key=lambda task: task.created)
@@ -581,6 +585,8 @@ class Tasks:
                 await task.wait()
         else:
             self.cancel(task.owner, task.id)
+            if self.shared is not None:
+                await self.shared.written(task)
 
     async def respond(self, task: Task, key: str, response: InputResponse) -> str | None:
         """``answer`` for a task found by ``find``: delivered here or relayed; ``None``, or why not."""

@@ -287,3 +287,14 @@ async def test_a_2026_listen_stream_on_b_hears_a_task_on_a_work_and_complete(red
         with anyio.fail_after(10):
             while server_b.task_listen.watching:
                 await anyio.sleep(0.01)
+
+
+async def test_what_a_worker_answered_for_its_own_task_every_worker_answers_next(redis_server):
+    """Read-your-writes across the load balancer: completed on A, then never working on B."""
+    async with two_workers(redis_server.url) as (a, b, _):
+        for _ in range(5):
+            task = await a.start("alice", "train", {"steps": 1})
+            await task.wait()  # (A's write of it is coalesced: not in Redis yet)
+            assert (await a.find("alice", task.id)).status == TaskStatus.COMPLETED  # what A answers...
+            copy = await b.find("alice", task.id)
+            assert copy is not None and copy.status == TaskStatus.COMPLETED  # ...B answers right after
