@@ -29,6 +29,7 @@ Runs on asyncio (the ``redis`` package's client is asyncio's).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import secrets
@@ -218,13 +219,15 @@ class RedisTasks:
         if not dead:
             return records
         now = time.time()
-        ended = []
-        for record in records:
-            if record.status not in _FINAL and record.worker in dead:
-                record = record.replace(status=TaskStatus.FAILED, status_message=STOPPED, updated=now, question=None)
-                await self._write([record])
-            ended.append(record)
-        return ended
+        stopped = {
+            record.id: dataclasses.replace(
+                record, status=TaskStatus.FAILED, status_message=STOPPED, updated=now, question=None
+            )
+            for record in records
+            if record.status not in _FINAL and record.worker in dead
+        }
+        await self._write(list(stopped.values()))  # (one round trip for all of them)
+        return [stopped.get(record.id, record) for record in records]
 
     async def _follow(self, task: Task) -> None:
         """Wait for a copy's next change (or a recheck, for a worker that died silently), then refresh it."""
@@ -240,8 +243,12 @@ class RedisTasks:
                 del self._followers[task.id]
         record = await self._record(task.id)
         if record is None:
-            record = TaskRecord.of(task, self.worker).replace(
-                status=TaskStatus.FAILED, status_message=EXPIRED, updated=time.time(), question=None
+            record = dataclasses.replace(
+                TaskRecord.of(task, self.worker),
+                status=TaskStatus.FAILED,
+                status_message=EXPIRED,
+                updated=time.time(),
+                question=None,
             )
         else:
             record = (await self._alive([record]))[0]

@@ -109,12 +109,6 @@ class TaskRecord:
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"a malformed task record ({type(error).__name__}: {error})") from None
 
-    def replace(self, **changes: Any) -> TaskRecord:
-        """A copy with ``changes`` (e.g. a dead worker's task turned failed)."""
-        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        fields.update(changes)
-        return TaskRecord(**fields)
-
 
 def _result_json(result: CallResult) -> dict[str, Any]:
     return {
