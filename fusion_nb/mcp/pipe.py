@@ -37,7 +37,6 @@ Notifications from the client run in the reader, in order (fusion-nb's are quick
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -72,7 +71,7 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from ..engine import spawn
+from ..engine import Interruptible, ReadableWatch, current_backend, spawn
 from ._sdk import error_data_of
 
 log = logging.getLogger(__name__)
@@ -134,15 +133,14 @@ class LineReader:
 
     def __init__(self, fd: int, limit: int = MAX_LINE_BYTES, *, watch: bool = True) -> None:
         self.fd = fd
-        self.watch = watch  # keep the descriptor registered on asyncio (``close`` unregisters it)
+        self.watch = watch  # keep the descriptor watched between reads (``close`` stops it)
         self.limit = limit
         self._buffer = bytearray()
         self._scanned = 0
         self._eof = False
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._watch: ReadableWatch | None = None
 
     @property
     def buffered(self) -> int:
@@ -179,38 +177,19 @@ class LineReader:
             await self._fill()
 
     async def _readable(self) -> None:
-        """Wait until the descriptor is readable.
-
-        On asyncio the descriptor stays registered with the loop from the first wait
-        to ``close`` (each wait is one future), instead of registered and removed per
-        wait as ``anyio.wait_readable`` does: that is measurable on a call's round trip.
-        """
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # trio
-            loop = None
-        if loop is None or not self.watch:
+        """Wait until the descriptor is readable (the loop keeps watching it from the first wait to ``close``)."""
+        if not self.watch:
             await anyio.wait_readable(self.fd)
             return
-        if self._loop is None:
-            self._loop = loop
-            loop.add_reader(self.fd, self._ready)
-        self._waiter = loop.create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-
-    def _ready(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._watch is None:
+            self._watch = current_backend().watch_readable(self.fd)
+        await self._watch.wait()
 
     def close(self) -> None:
         """Stop watching the descriptor (it stays open: it is not the reader's to close)."""
-        if self._loop is not None:
-            self._loop.remove_reader(self.fd)
-            self._loop = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def _skip(self, buffer: bytearray) -> None:
         assert self._oversized is not None
@@ -247,10 +226,14 @@ class LineReader:
 class PipeWriter:
     """Whole lines written to a descriptor in order, on the event loop.
 
-    A line goes straight to ``os.write`` when nothing is waiting; what the pipe does
-    not take waits here and ``run`` (the connection's flusher) writes it as the pipe
-    drains. ``write`` waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe
-    (the client closed its end) calls ``on_gone`` once; later writes are dropped.
+    The first line of a loop turn goes straight to ``os.write``; lines written later
+    in the same turn (the answers of calls that ended together) wait and go out in
+    one write as the turn ends: a burst costs the server and the client one system
+    call and one wake-up instead of one per line, and a lone answer is not delayed
+    (``benchmarks/stdio.py`` measures both). What the pipe does not take waits here
+    and ``run`` (the connection's flusher) writes it as the pipe drains. ``write``
+    waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe (the client
+    closed its end) calls ``on_gone`` once; later writes are dropped.
     """
 
     def __init__(self, fd: int, on_gone: Callable[[], None]) -> None:
@@ -258,6 +241,8 @@ class PipeWriter:
         self.gone = False
         self._on_gone = on_gone
         self._pending = bytearray()
+        self._in_turn = False  # a line went out this loop turn: the next ones wait for its end
+        self._blocked = False  # the pipe is full: ``run`` writes once it is writable
         self._work = anyio.Event()
         self._room: anyio.Event | None = None
         self._drained: anyio.Event | None = None
@@ -276,19 +261,21 @@ class PipeWriter:
         """Queue ``line`` (ending in a newline) after every line written before it; never waits."""
         if self.gone:
             return
-        if not self._pending:
-            try:
-                written = os.write(self.fd, line)
-            except BlockingIOError:
-                written = 0
-            except (BrokenPipeError, ConnectionResetError):
-                self._broke()
-                return
-            if written == len(line):
-                return
-            line = line[written:]
-        self._pending += line
-        self._work.set()
+        if self._pending or self._in_turn:
+            self._pending += line  # out at the turn's end, or by ``run`` once the pipe drains
+            return
+        try:
+            written = os.write(self.fd, line)
+        except BlockingIOError:
+            written = 0
+        except (BrokenPipeError, ConnectionResetError):
+            self._broke()
+            return
+        self._in_turn = True
+        current_backend().call_soon(self._end_turn)
+        if written < len(line):
+            self._pending += line[written:]
+            self._block()
 
     async def write(self, line: bytes) -> None:
         """``write_nowait``, then wait while the client is behind."""
@@ -316,27 +303,45 @@ class PipeWriter:
         while not self.gone:
             await self._work.wait()
             self._work = anyio.Event()
-            while self._pending and not self.gone:
+            while self._blocked and not self.gone:
                 await anyio.wait_writable(self.fd)
-                try:
-                    written = os.write(self.fd, self._pending)
-                except BlockingIOError:
-                    continue
-                except (BrokenPipeError, ConnectionResetError):
-                    self._broke()
-                    return
-                del self._pending[:written]
-                if not self.backed_up:
-                    self._wake()
-            if self._drained is not None:
-                self._drained.set()
-                self._drained = None
+                self._blocked = False
+                self._flush()
+
+    def _end_turn(self) -> None:
+        """The loop turn that wrote a line has ended: what the turn's other lines queued goes out at once."""
+        self._in_turn = False
+        if self._pending and not self._blocked and not self.gone:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write what waits (the pipe is writable or may be); what it does not take waits for ``run``."""
+        try:
+            written = os.write(self.fd, self._pending)
+        except BlockingIOError:
+            written = 0
+        except (BrokenPipeError, ConnectionResetError):
+            self._broke()
+            return
+        del self._pending[:written]
+        if self._pending:
+            self._block()
+        if not self.backed_up:
+            self._wake()
+        if not self._pending and self._drained is not None:
+            self._drained.set()
+            self._drained = None
+
+    def _block(self) -> None:
+        self._blocked = True
+        self._work.set()
 
     def _broke(self) -> None:
         if not self.gone:
             self.gone = True
             self._pending.clear()
             self._wake()
+            self._work.set()
             if self._drained is not None:
                 self._drained.set()
             self._on_gone()
@@ -401,7 +406,16 @@ class Exchange:
     closed: late notifications are dropped, questions refused.
     """
 
-    __slots__ = ("_cancel_requested", "closed", "connection", "modern", "progress_token", "request_id")
+    __slots__ = (
+        "_cancel_requested",
+        "_cut",
+        "closed",
+        "connection",
+        "modern",
+        "progress_token",
+        "request_id",
+        "stopped",
+    )
 
     message_metadata = None
 
@@ -411,7 +425,20 @@ class Exchange:
         self.modern = modern
         self.progress_token = progress_token_from_params(params)
         self.closed = False
+        self.stopped = False  # ``stop`` was called (maybe before the call's task began)
+        self._cut: Interruptible | None = None
         self._cancel_requested: anyio.Event | None = None
+
+    def interruptible(self) -> Interruptible:
+        """What the call's own task runs in: ``stop`` from elsewhere ends it (made in that task)."""
+        self._cut = current_backend().interruptible()
+        return self._cut
+
+    def stop(self) -> None:
+        """End the call from the reader or the connection's end (its task may not have begun yet)."""
+        self.stopped = True
+        if self._cut is not None:
+            self._cut.cancel()
 
     @property
     def transport(self) -> TransportContext:
@@ -480,7 +507,7 @@ class PipeConnection:
         self.connection: Connection | None = None  # the 2025 era's one connection
         self.runner: ServerRunner[Any] | None = None
         self.client_gone = False  # the client stopped reading (a broken pipe)
-        self._calls: dict[RequestId, tuple[anyio.CancelScope, Exchange]] = {}
+        self._calls: dict[RequestId, Exchange] = {}
         self._asked: dict[RequestId, anyio.Event] = {}  # server-to-client requests waiting for their answer
         self._answers: dict[RequestId, dict[str, Any] | ErrorData] = {}
         self._lead: list[dict[str, Any]] = []  # notifications before the first request (the SDK replays 8)
@@ -554,8 +581,8 @@ class PipeConnection:
             self._ended = True
             for arrived in self._asked.values():
                 arrived.set()  # no answer: Connection closed
-            for scope, _ in list(self._calls.values()):
-                scope.cancel()
+            for exchange in list(self._calls.values()):
+                exchange.stop()
             with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True) as waited:
                 while self._running:
                     self._idle = anyio.Event()
@@ -670,13 +697,12 @@ class PipeConnection:
             self.writer.write_nowait(_encode(_error_message(request_id, refusal)))
             return
         exchange = Exchange(self, request_id, params, modern=modern)
-        scope = anyio.CancelScope()
         key = coerce_request_id(request_id)
         if key in self._calls:
             log.debug("a request reuses the id of a call in flight (%r)", request_id)
-        self._calls[key] = (scope, exchange)
+        self._calls[key] = exchange
         self._running += 1
-        call = self._serve(exchange, scope, key, method, params)
+        call = self._serve(exchange, key, method, params)
         if method == "initialize":
             await call  # inline, as the SDK's loop does: a pipelined next request sees the handshake done
         else:
@@ -701,15 +727,15 @@ class PipeConnection:
             )
         return None
 
-    async def _serve(
-        self, exchange: Exchange, scope: anyio.CancelScope, key: RequestId, method: str, params: Any
-    ) -> None:
+    async def _serve(self, exchange: Exchange, key: RequestId, method: str, params: Any) -> None:
         """Run one request and write its answer (none for a call the client cancelled)."""
         request_id = exchange.request_id
         answer: dict[str, Any] | None = None
         try:
-            with scope:
+            with exchange.interruptible() as cut:
                 try:
+                    if exchange.stopped:  # before its task began
+                        await cut.cancel_here()
                     result = await self._on_request(exchange, method, params)
                     answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
                 except Exception as exc:
@@ -717,7 +743,7 @@ class PipeConnection:
                     answer = _error_message(request_id, error)
                 finally:
                     exchange.closed = True
-                    if self._calls.get(key, (None, None))[1] is exchange:
+                    if self._calls.get(key) is exchange:
                         del self._calls[key]
             if exchange.cancelled_by_client:
                 return
@@ -763,10 +789,9 @@ class PipeConnection:
         if method == "notifications/cancelled":
             named = cancelled_request_id_from_params(params)
             running = self._calls.get(coerce_request_id(named)) if named is not None else None
-            if running is not None and not running[1].closed:
-                scope, exchange = running
-                exchange.cancel_requested.set()
-                scope.cancel()
+            if running is not None and not running.closed:
+                running.cancel_requested.set()
+                running.stop()
         if self.modern is None:
             if len(self._lead) < 8:
                 self._lead.append(message)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from fusion_nb.engine import Interruptible, current_backend
@@ -23,6 +25,7 @@ def test_no_module_outside_the_backends_branches_on_the_backend():
     checked = [
         *sorted((ROOT / "fusion_nb" / "engine").glob("*.py")),
         ROOT / "fusion_nb" / "mcp" / "bounded.py",
+        ROOT / "fusion_nb" / "mcp" / "pipe.py",
     ]
     found = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
@@ -74,3 +77,35 @@ async def test_an_outer_cancellation_passes_through_an_interruptible_block(anyio
         await entered.wait()
         group.cancel_scope.cancel()
     assert reached == []
+
+
+async def test_a_readable_watch_wakes_on_data_as_often_as_needed_and_close_leaves_nothing_watched(anyio_backend_name):
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        watch = current_backend().watch_readable(read_end)
+        for payload in (b"one", b"two"):
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(watch.wait)
+                    await anyio.wait_all_tasks_blocked()
+                    os.write(write_end, payload)
+            assert os.read(read_end, 16) == payload
+        watch.close()
+        if anyio_backend_name == "asyncio":
+            import asyncio
+
+            assert not asyncio.get_running_loop().remove_reader(read_end)  # nothing left registered
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+async def test_call_soon_runs_after_what_is_ready_now(anyio_backend_name):
+    ran: list[str] = []
+    current_backend().call_soon(lambda: ran.append("soon"))
+    assert ran == []
+    with anyio.fail_after(5):
+        while not ran:
+            await anyio.lowlevel.checkpoint()
+    assert ran == ["soon"]

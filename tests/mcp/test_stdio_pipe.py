@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from stdio_serving import INITIALIZE
 
 from fusion_nb import progress
 from fusion_nb.mcp import mcp_server
-from fusion_nb.mcp.pipe import LineReader, PipeConnection
+from fusion_nb.mcp.pipe import LineReader, PipeConnection, PipeWriter
 
 pytestmark = pytest.mark.anyio
 
@@ -193,3 +193,44 @@ async def test_a_peer_that_stops_reading_holds_the_server_bounded_until_it_leave
         with anyio.fail_after(10):
             await connection.finished.wait()
         assert connection.client_gone
+
+
+async def test_a_call_cancelled_in_the_chunk_that_brought_it_never_runs_and_is_never_answered(app):
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+        # one write, one chunk: the cancel is read before the call's task has taken a step
+        await peer.write(
+            b"".join(json.dumps(m).encode() + b"\n" for m in (call(2, "linger", progressToken="p"), cancel))
+        )
+        reply = await peer.echo(3)
+        assert reply["id"] == 3, reply  # no progress and no answer for 2 came before it
+        assert app.cleanups == []  # linger was never entered
+
+
+async def test_lines_written_in_one_loop_turn_after_the_first_go_out_together_at_its_end():
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    try:
+        writer = PipeWriter(write_end, lambda: None)
+        async with anyio.create_task_group() as group:
+            group.start_soon(writer.run)
+            writer.write_nowait(b"first\n")
+            writer.write_nowait(b"second\n")
+            writer.write_nowait(b"third\n")
+            assert os.read(read_end, 1024) == b"first\n"  # straight out: a lone answer waits for nothing
+            assert writer.waiting == len(b"second\nthird\n")  # the rest waits for the turn's end
+            rest = b""
+            with anyio.fail_after(5):
+                while rest != b"second\nthird\n":
+                    await anyio.lowlevel.checkpoint()
+                    with suppress(BlockingIOError):
+                        rest += os.read(read_end, 1024)
+            assert writer.waiting == 0
+            writer.write_nowait(b"next turn\n")  # a new turn: straight out again
+            assert os.read(read_end, 1024) == b"next turn\n"
+            group.cancel_scope.cancel()
+    finally:
+        os.close(read_end)
+        os.close(write_end)

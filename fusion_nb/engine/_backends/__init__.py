@@ -69,6 +69,25 @@ class Interruptible(ABC):
         """End the block from inside it (its own task): raises the cancellation the block takes back."""
 
 
+class ReadableWatch(ABC):
+    """Waits, as often as needed, until one descriptor is readable; ``close`` stops watching it.
+
+    asyncio keeps the descriptor registered with its loop from the first wait to
+    ``close`` (each wait is one future) instead of registering and removing it per
+    wait as ``anyio.wait_readable`` does: a pipe's reader waits once per message.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    async def wait(self) -> None:
+        """Return once the descriptor is readable (or at end of input); cancellable."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop watching (the descriptor stays open: it is not the watch's to close)."""
+
+
 class Backend(ABC):
     """What differs between event loops, as the engine needs it (one instance per library)."""
 
@@ -104,6 +123,14 @@ class Backend(ABC):
     @abstractmethod
     def call_later(self, delay: float, callback: Callable[[], None]) -> Cancellable:
         """Run ``callback()`` on the loop after ``delay`` seconds, unless cancelled first."""
+
+    @abstractmethod
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` on the loop's next turn, after everything ready now (from the loop's thread)."""
+
+    @abstractmethod
+    def watch_readable(self, fd: int) -> ReadableWatch:
+        """A ``ReadableWatch`` of ``fd`` on this loop."""
 
     @abstractmethod
     def interruptible(self) -> Interruptible:
@@ -199,6 +226,7 @@ __all__ = [
     "Cancellable",
     "Event",
     "Interruptible",
+    "ReadableWatch",
     "current_backend",
     "guarded",
     "interruptible",

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from . import Backend, Cancellable, Interruptible, guarded
+from . import Backend, Cancellable, Interruptible, ReadableWatch, guarded
 
 T = TypeVar("T")
 _current_task = asyncio.current_task
@@ -172,6 +172,12 @@ class AsyncioBackend(Backend):
     def call_later(self, delay: float, callback: Callable[[], None]) -> Cancellable:
         return _get_running_loop().call_later(delay, callback)
 
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        _get_running_loop().call_soon(callback)
+
+    def watch_readable(self, fd: int) -> ReadableWatch:
+        return FdWatch(_get_running_loop(), fd)
+
     def interruptible(self) -> TaskCut:
         return task_cut()
 
@@ -208,6 +214,38 @@ class AsyncioBackend(Backend):
 
     def loop_scheduler(self) -> Callable[[Callable[[], None]], object]:
         return _get_running_loop().call_soon_threadsafe
+
+
+class FdWatch(ReadableWatch):
+    """``AsyncioBackend.watch_readable``: the loop's reader callback, registered on the first wait."""
+
+    __slots__ = ("_fd", "_loop", "_registered", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._registered = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        if not self._registered:
+            self._loop.add_reader(self._fd, self._ready)
+            self._registered = True
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self._registered:
+            self._loop.remove_reader(self._fd)
+            self._registered = False
 
 
 class _Later:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import trio
 
-from . import Backend, Cancellable, Interruptible, guarded
+from . import Backend, Cancellable, Interruptible, ReadableWatch, guarded
 
 T = TypeVar("T")
 log = logging.getLogger("fusion_nb")
@@ -41,6 +41,21 @@ class ScopeCut(Interruptible):
     async def cancel_here(self) -> None:
         self._scope.cancel()
         await trio.lowlevel.checkpoint()
+
+
+class FdReadable(ReadableWatch):
+    """``TrioBackend.watch_readable``: trio's own wait (its I/O manager keeps no registration to undo)."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def wait(self) -> None:
+        await trio.lowlevel.wait_readable(self._fd)
+
+    def close(self) -> None:
+        pass
 
 
 class _Timer:
@@ -98,6 +113,12 @@ class TrioBackend(Backend):
 
         trio.lowlevel.spawn_system_task(later, name="fusion-nb timer")
         return timer
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        trio.lowlevel.current_trio_token().run_sync_soon(callback)
+
+    def watch_readable(self, fd: int) -> ReadableWatch:
+        return FdReadable(fd)
 
     def interruptible(self) -> ScopeCut:
         return ScopeCut()
