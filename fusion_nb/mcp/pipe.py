@@ -71,7 +71,7 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from ..engine import Interruptible, ReadableWatch, current_backend, spawn
+from ..engine import Interruptible, ReadableWatch, current_backend
 from ._sdk import error_data_of
 
 log = logging.getLogger(__name__)
@@ -706,7 +706,8 @@ class PipeConnection:
         if method == "initialize":
             await call  # inline, as the SDK's loop does: a pipelined next request sees the handshake done
         else:
-            spawn(lambda: call, "fusion-nb stdio call", guard=False)
+            # its first step at once where the loop can: a quick call answers without a loop turn of its own
+            current_backend().spawn_eager(call, "fusion-nb stdio call", _ended)
 
     async def _open(self, method: str, params: dict[str, Any] | None) -> None:
         """The first request fixes the era; the notifications before it are replayed into it."""
@@ -826,6 +827,10 @@ class PipeConnection:
             except ValueError:
                 self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
         arrived.set()
+
+
+def _ended(job: object) -> None:
+    """A call's task ended (``_serve`` itself kept the count and wrote the answer)."""
 
 
 def _short(exc: BaseException) -> str:

@@ -112,6 +112,16 @@ class Backend(ABC):
         before its first step.
         """
 
+    def spawn_eager(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+        """``spawn``, with the task's first step taken at once, in the caller's turn, where the loop can.
+
+        Work that never suspends (a quick call) then ends without a loop turn of its
+        own. asyncio can on Python 3.12 and later (``eager_start``); elsewhere this is
+        ``spawn``. The caller must be ready for ``coro`` to run up to its first
+        suspension (or to its end) before this returns.
+        """
+        return self.spawn(coro, name, on_done)
+
     @abstractmethod
     def start_later(self, fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> Callable[[], None]:
         """Spawn ``fn()`` detached once the loop has had a turn; returns what stops it (started or not).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -165,6 +166,13 @@ class AsyncioBackend(Backend):
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
         return spawn_task(_get_running_loop(), coro, name, on_done)
+
+    if sys.version_info >= (3, 12):
+
+        def spawn_eager(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+            task = asyncio.Task(coro, loop=_get_running_loop(), name=name, eager_start=True)
+            task.add_done_callback(on_done, context=_per_thread.done_context)
+            return task
 
     def start_later(self, fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> Callable[[], None]:
         return _Later(fn, name).stop
