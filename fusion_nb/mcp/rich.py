@@ -315,8 +315,8 @@ def to_content(bundle: Bundle, limits: Limits) -> Presented:
             content.append(_text(_bounded(html, limits.max_bytes // 2)))
         elif plain is not None:
             content.append(_text(_bounded(str(plain), limits.max_bytes // 2)))
-    elif plain is not None and content[0]["type"] != "text":
-        content.append(_text(_bounded(str(plain), 2000)))
+    elif plain is not None and content[0]["type"] != "text" and not _DEFAULT_REPR.match(str(plain)):
+        content.append(_text(_bounded(str(plain), 2000)))  # (a bare <X object at 0x...> tells a reader nothing)
     return content, structured
 
 
