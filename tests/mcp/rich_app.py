@@ -79,6 +79,13 @@ def rich_app(name: str = "rich-test") -> Fusion:
         plt.close(fig)
         return fig
 
+    @app.f.query("poster").handle
+    async def poster(input: Any, ctx: Any) -> Any:
+        fig = plt.figure(figsize=(60, 40))  # 6000x4000 px at its 100 dpi
+        fig.add_subplot().plot([1, 2])
+        plt.close(fig)
+        return fig
+
     @app.f.query("photo").handle
     async def photo(input: Any, ctx: Any) -> Any:
         return Image.effect_noise((6000, 4000), 64).convert("RGB")

@@ -53,6 +53,12 @@ def check_figure(answer: dict[str, Any]) -> None:
     assert answer["content"][1] == {"type": "text", "text": 'Figure, 800x400 px, 1 plot: "Loss" (x: epoch, y: loss)'}
 
 
+def check_poster(answer: dict[str, Any]) -> None:
+    image = decoded(answer["content"][0])
+    assert image.size == (1568, 1045), "a 6000x4000 px figure drawn at 1568 px, its aspect kept"
+    assert answer["content"][1]["text"].startswith("Figure, 6000x4000 px, 1 plot")
+
+
 def check_photo(answer: dict[str, Any]) -> None:
     image = decoded(answer["content"][0])
     assert max(image.size) <= 1568
@@ -113,6 +119,7 @@ def check_presented(answer: dict[str, Any]) -> None:
 
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "figure": check_figure,
+    "poster": check_poster,
     "photo": check_photo,
     "table": check_table,
     "grid": check_grid,
