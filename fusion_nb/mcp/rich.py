@@ -189,8 +189,13 @@ def table(frame: Any, limits: Limits) -> Presented:
         *("| " + " | ".join(_cell(v, limits) for v in row) + " |" for row in rows),
     ]
     summary = f"{total} rows x {width} columns"
-    if cut:
-        summary += f"; the first {len(rows)} rows and {len(columns)} columns shown"
+    kept = []  # (only what was cut)
+    if total > len(rows):
+        kept.append(f"the first {len(rows)} rows")
+    if width > len(columns):
+        kept.append(f"the first {len(columns)} columns")
+    if kept:
+        summary += f"; {' and '.join(kept)} shown"
     return [_text("\n".join(lines) + "\n\n" + summary)], structured
 
 

@@ -150,6 +150,26 @@ async def test_rich_values_over_http(mode):
             check(wire(await client.call_tool(name, {})))
 
 
+def test_a_series_is_presented_as_a_one_column_table():
+    import pandas as pd
+
+    from fusion_nb.mcp.rich import Limits, Presenter
+
+    presented = Presenter(limits=Limits(rows=2))(pd.Series([1.5, 2.5, 3.5], name="score"))
+    assert presented is not None
+    content, structured = presented
+    assert structured == {
+        "columns": ["score"],
+        "dtypes": {"score": "float64"},
+        "rows": [[1.5], [2.5]],
+        "total_rows": 3,
+        "total_columns": 1,
+        "cut": True,
+    }
+    table = "| score |\n|---|\n| 1.5 |\n| 2.5 |"
+    assert content[0]["text"] == table + "\n\n3 rows x 1 columns; the first 2 rows shown"  # (only what was cut)
+
+
 WITHOUT_DATA = r"""
 import sys
 for name in ("matplotlib", "pandas", "PIL", "numpy"):
