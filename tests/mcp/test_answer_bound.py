@@ -134,6 +134,13 @@ def test_an_image_and_its_json_share_the_bound():
     assert structured is None and wire_bytes(content) <= 200_000
 
 
+def test_an_svg_over_the_bound_is_named_not_sent():
+    svg = "<svg>" + "<g/>" * 200_000 + "</svg>"
+    content, structured = to_content({"image/svg+xml": svg}, Limits(max_bytes=200_000))
+    assert content == [{"type": "text", "text": f"(an SVG image of {len(svg)} characters, too large to send)"}]
+    assert structured is None
+
+
 def test_the_str_fast_path_is_unchanged_within_the_bound():
     text = "a" * (MIB // 4)
     assert present(text) == ([{"type": "text", "text": text}], None)

@@ -98,6 +98,11 @@ async def test_a_shared_variable_is_listed_read_and_announced_when_reassigned(ke
         assert type(event).__name__ == "ResourceUpdated" and event.uri == "nb://vars/df"
     unshared = await kernel.run("%fusion unshare df")
     assert "no longer served" in unshared.stdout
+    async with connect(url, token, mode="auto") as client:
+        assert "nb://vars/df" not in [str(r.uri) for r in (await client.list_resources()).resources]
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("nb://vars/df")
+        assert "'df' is not a shared variable; shared: nothing" in str(refused.value)
     await kernel.run("%fusion stop")
 
 
