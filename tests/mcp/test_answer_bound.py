@@ -148,6 +148,23 @@ def test_the_str_fast_path_is_unchanged_within_the_bound():
     assert len(cut[0]["text"].encode()) <= MIB and "over the 1048576-byte answer bound" in cut[0]["text"]
 
 
+def test_a_rich_presenter_is_asked_only_for_values_the_engine_has_no_rule_for():
+    """The fast path: a str, a dict, a list, a number, bytes or a model never reach an installed rich presenter."""
+    from fusion_nb.engine import use_presenter
+
+    asked: list[Any] = []
+    remove = use_presenter(lambda value: asked.append(value))
+    try:
+        for value in ("hi", {"a": 1}, [1], 3, b"\x00", Rows(rows=["r"]), None):
+            present(value)
+        assert asked == []
+        odd = object()
+        present(odd)
+        assert asked == [odd]
+    finally:
+        remove()
+
+
 @pytest.mark.parametrize(
     ("options", "sentence"),
     [
