@@ -82,6 +82,7 @@ async def check(client) -> None:
         (client.read_resource("nope://x"), "Unknown resource 'nope://x'; this server offers: config://greeting"),
         (client.read_resource("vars://os"), "'os' is not shared; shared: ['df']."),
         (client.get_prompt("explain", {"topic": "MCP"}), "Prompt 'explain' needs the argument 'audience'"),
+        (client.get_prompt("nope", {}), "Unknown prompt 'nope'; the prompts are: 'explain'."),
     ]:
         with pytest.raises(MCPError) as raised:
             await bad
