@@ -34,6 +34,16 @@ class OnlyHtml:
         return "<style>td {}</style>" + "<td>cell</td>" * 20_000
 
 
+class OnlySvg:
+    def _repr_svg_(self) -> str:
+        return '<svg xmlns="http://www.w3.org/2000/svg">' + '<circle r="1"/>' * 2_000 + "</svg>"
+
+
+class OnlyJson:
+    def _repr_json_(self) -> dict[str, Any]:
+        return {"rows": [{"id": n, "name": f"row {n}"} for n in range(1_000)]}
+
+
 def timed(fn: Callable[[], Any], rounds: int) -> float:
     """Median seconds of ``fn()`` over ``rounds`` runs (after one warm-up)."""
     fn()
@@ -65,6 +75,8 @@ def main() -> None:
         "figure 16x8 in (1568 px)": fig,
         "PIL image 6000x4000": Image.effect_noise((6000, 4000), 64).convert("RGB"),
         "HTML-only value": OnlyHtml(),
+        "SVG-only value": OnlySvg(),
+        "JSON-only value (_repr_json_)": OnlyJson(),
     }
     quick = {
         name: timed(functools.partial(present, value), rounds * 1000)

@@ -183,7 +183,7 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
         return [{"uri": uri, "mimeType": kind, "blob": base64.b64encode(blob).decode("ascii")}]
     pandas = sys.modules.get("pandas")
     if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
-        return [table_contents(uri, value, mime_type, limits)]
+        return table_contents(uri, value, mime_type, limits)
     figure = sys.modules.get("matplotlib.figure")
     if figure is not None and isinstance(value, figure.Figure):
         return [_blob(uri, figure_png(value, limits))]
@@ -205,19 +205,27 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
     return out
 
 
-def table_contents(uri: str, frame: Any, mime_type: str | None, limits: Limits) -> dict[str, Any]:
-    """A DataFrame (or Series) as CSV, or JSON records when asked: whole if it fits, else its first rows."""
+def table_contents(uri: str, frame: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:
+    """A DataFrame (or Series) as CSV, or JSON records when asked: whole if it fits, else its first rows.
+
+    A cut table says so: CSV in a last ``# cut`` line, JSON (which has no room for a comment)
+    in a second, plain-text content beside the records.
+    """
     as_json = mime_type == "application/json"
     total, rows = len(frame), len(frame)
+    room = limits.max_bytes - 1024  # (the answer's own JSON around the text)
     while True:
         part = frame.iloc[:rows]
         text = part.to_json(orient="records", date_format="iso") if as_json else part.to_csv(index=False)
-        if len(text.encode()) <= limits.max_bytes or rows <= 1:
+        size = len(json.dumps(text, ensure_ascii=False).encode())  # as the wire carries it: quotes escaped
+        if size <= room or rows <= 1:
             break
-        rows = max(1, rows * limits.max_bytes // len(text.encode()) * 9 // 10)
-    if rows < total and not as_json:
-        text += f"# cut: the first {rows} of {total} rows\n"
-    return {"uri": uri, "mimeType": "application/json" if as_json else "text/csv", "text": text}
+        rows = max(1, rows * room // size * 9 // 10)
+    cut = f"cut: the first {rows} of {total} rows" if rows < total else None
+    if as_json:
+        note = [{"uri": uri, "mimeType": "text/plain", "text": cut + " (over the answer bound)"}] if cut else []
+        return [{"uri": uri, "mimeType": "application/json", "text": text}, *note]
+    return [{"uri": uri, "mimeType": "text/csv", "text": text + (f"# {cut}\n" if cut else "")}]
 
 
 def _blob(uri: str, block: dict[str, Any]) -> dict[str, Any]:

@@ -189,8 +189,13 @@ def table(frame: Any, limits: Limits) -> Presented:
         *("| " + " | ".join(_cell(v, limits) for v in row) + " |" for row in rows),
     ]
     summary = f"{total} rows x {width} columns"
-    if cut:
-        summary += f"; the first {len(rows)} rows and {len(columns)} columns shown"
+    kept = []  # (only what was cut)
+    if total > len(rows):
+        kept.append(f"the first {len(rows)} rows")
+    if width > len(columns):
+        kept.append(f"the first {len(columns)} columns")
+    if kept:
+        summary += f"; {' and '.join(kept)} shown"
     return [_text("\n".join(lines) + "\n\n" + summary)], structured
 
 
@@ -315,8 +320,8 @@ def to_content(bundle: Bundle, limits: Limits) -> Presented:
             content.append(_text(_bounded(html, limits.max_bytes // 2)))
         elif plain is not None:
             content.append(_text(_bounded(str(plain), limits.max_bytes // 2)))
-    elif plain is not None and content[0]["type"] != "text":
-        content.append(_text(_bounded(str(plain), 2000)))
+    elif plain is not None and content[0]["type"] != "text" and not _DEFAULT_REPR.match(str(plain)):
+        content.append(_text(_bounded(str(plain), 2000)))  # (a bare <X object at 0x...> tells a reader nothing)
     return content, structured
 
 

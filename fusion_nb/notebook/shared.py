@@ -1,9 +1,11 @@
 """``%fusion share NAME``: a notebook variable served live as the resource ``nb://vars/NAME``.
 
-Only names shared on purpose can be read: the template ``nb://vars/{name}`` refuses any
-other name with one sentence, so an agent cannot read arbitrary variables (or, through
-them, files). After every cell, a shared variable whose value changed (re-assigned, or
-its length or shape changed) is announced to subscribed clients.
+A table reads as CSV there, and as JSON records at ``nb://vars/NAME.json`` (the agent picks
+the form it parses best). Only names shared on purpose can be read: the templates
+``nb://vars/{name}`` and ``nb://vars/{name}.json`` refuse any other name with one sentence,
+so an agent cannot read arbitrary variables (or, through them, files). After every cell, a
+shared variable whose value changed (re-assigned, or its length or shape changed) is
+announced to subscribed clients.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from ..engine import INVALID_INPUT, App, ToolError
 
 PREFIX = "nb://vars/"
 TEMPLATE = PREFIX + "{name}"
+#: the same variable as JSON (a table as records); registered before ``TEMPLATE``, which would match it too
+JSON_TEMPLATE = TEMPLATE + ".json"
 
 
 def fingerprint(value: Any) -> tuple[Any, ...]:
@@ -45,6 +49,11 @@ class SharedVariables:
         if not self.shared and TEMPLATE not in [r.uri for r in self.app.catalog.templates]:
             # offered once something is shared: a notebook sharing nothing lists no resources
             description = "A variable this notebook shares (%fusion share NAME), read live."
+            as_json = "A shared variable as JSON (a table as records), read live."
+            json_form = self.app.resource(
+                JSON_TEMPLATE, name="notebook variable as JSON", description=as_json, mime_type="application/json"
+            )
+            json_form(self._read)
             self.app.resource(TEMPLATE, name="notebook variable", description=description)(self._read)
         self.shared[name] = fingerprint(self.namespace[name])
         description = f"The notebook variable {name}, read live."

@@ -134,11 +134,35 @@ def test_an_image_and_its_json_share_the_bound():
     assert structured is None and wire_bytes(content) <= 200_000
 
 
+def test_an_svg_over_the_bound_is_named_not_sent():
+    svg = "<svg>" + "<g/>" * 200_000 + "</svg>"
+    content, structured = to_content({"image/svg+xml": svg}, Limits(max_bytes=200_000))
+    assert content == [{"type": "text", "text": f"(an SVG image of {len(svg)} characters, too large to send)"}]
+    assert structured is None
+
+
 def test_the_str_fast_path_is_unchanged_within_the_bound():
     text = "a" * (MIB // 4)
     assert present(text) == ([{"type": "text", "text": text}], None)
     cut, _ = present("a" * (MIB + 1))
     assert len(cut[0]["text"].encode()) <= MIB and "over the 1048576-byte answer bound" in cut[0]["text"]
+
+
+def test_a_rich_presenter_is_asked_only_for_values_the_engine_has_no_rule_for():
+    """The fast path: a str, a dict, a list, a number, bytes or a model never reach an installed rich presenter."""
+    from fusion_nb.engine import use_presenter
+
+    asked: list[Any] = []
+    remove = use_presenter(lambda value: asked.append(value))
+    try:
+        for value in ("hi", {"a": 1}, [1], 3, b"\x00", Rows(rows=["r"]), None):
+            present(value)
+        assert asked == []
+        odd = object()
+        present(odd)
+        assert asked == [odd]
+    finally:
+        remove()
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import re
 
 import pandas as pd
 import pytest
@@ -17,6 +19,7 @@ from fusion_nb.engine import ToolError
 from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
+MIB = 1 << 20
 SHARED = {"df": pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})}
 
 
@@ -79,6 +82,7 @@ async def check(client) -> None:
         (client.read_resource("nope://x"), "Unknown resource 'nope://x'; this server offers: config://greeting"),
         (client.read_resource("vars://os"), "'os' is not shared; shared: ['df']."),
         (client.get_prompt("explain", {"topic": "MCP"}), "Prompt 'explain' needs the argument 'audience'"),
+        (client.get_prompt("nope", {}), "Unknown prompt 'nope'; the prompts are: 'explain'."),
     ]:
         with pytest.raises(MCPError) as raised:
             await bad
@@ -97,3 +101,44 @@ async def test_resources_and_prompts_in_memory(era):
 async def test_resources_and_prompts_over_http(mode):
     async with serve(catalog_app()) as served, served.client(mode) as client:
         await check(client)
+
+
+def bounded_app() -> Fusion:
+    import numpy as np
+
+    app = Fusion("bounded-resources")
+    n = 100_000
+    rows = pd.DataFrame({"id": range(n), "name": ['say "hi"'] * n, "score": np.linspace(0, 1, n)})
+    app.resource("data://rows.csv", rows)
+    app.resource("data://rows.json", rows, mime_type="application/json")
+    app.resource("data://small.json", SHARED["df"], mime_type="application/json")
+    app.resource("pics://photo", Image.effect_noise((6000, 4000), 64).convert("RGB"))
+    return app
+
+
+def wire_size(result) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_resource_read_is_bounded_and_says_what_it_cut(era):
+    """A table read whole would be megabytes: its first rows within 1 MiB and how many of all; an image downscaled."""
+    app = bounded_app()
+    async with client_for(mcp_server(app), era) as client:
+        small = (await client.read_resource("data://small.json")).contents
+        assert [(c.mime_type, c.text) for c in small] == [("application/json", '[{"a":1,"b":"x"},{"a":2,"b":"y"}]')]
+        as_csv = await client.read_resource("data://rows.csv")
+        (csv,) = as_csv.contents
+        assert wire_size(as_csv) < MIB and csv.text.startswith("id,name,score\n0,")
+        assert re.search(r"# cut: the first \d+ of 100000 rows\n$", csv.text), csv.text[-200:]
+        as_json = await client.read_resource("data://rows.json")
+        records, note = as_json.contents
+        assert wire_size(as_json) < MIB, "the records' quotes are escaped again on the wire"
+        assert json.loads(records.text)[1]["name"] == 'say "hi"'
+        shown = len(json.loads(records.text))
+        assert note.mime_type == "text/plain"
+        assert note.text == f"cut: the first {shown} of 100000 rows (over the answer bound)"
+        photo = await client.read_resource("pics://photo")
+        image = Image.open(io.BytesIO(base64.b64decode(photo.contents[0].blob)))
+        assert max(image.size) <= 1568 and abs(image.size[0] / image.size[1] - 1.5) < 0.01 and wire_size(photo) < MIB
+    await app.aclose()

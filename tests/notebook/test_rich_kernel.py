@@ -1,6 +1,8 @@
 """In a real kernel the agent gets what the notebook would show: IPython's formatters present a tool's answer."""
 
+import base64
 import re
+import struct
 
 import anyio
 import pytest
@@ -55,6 +57,9 @@ async def test_a_shared_variable_is_listed_read_and_announced_when_reassigned(ke
     url, token = await serve_table(kernel)
     listed = await kernel.run("%fusion list")
     assert "resource nb://vars/df" in listed.stdout and "template nb://vars/{name}" in listed.stdout
+    assert "template nb://vars/{name}.json" in listed.stdout
+    inspected = await kernel.run("%fusion inspect")
+    assert "nb://vars/df" in inspected.stdout and "nb://vars/{name}.json" in inspected.stdout, inspected.stdout
     updated = anyio.Event()
 
     async def on_message(message):
@@ -65,9 +70,20 @@ async def test_a_shared_variable_is_listed_read_and_announced_when_reassigned(ke
         assert "nb://vars/df" in [str(r.uri) for r in (await client.list_resources()).resources]
         read = (await client.read_resource("nb://vars/df")).contents[0]
         assert read.mime_type == "text/csv" and read.text == "a\n1\n2\n"
-        with pytest.raises(MCPError) as refused:
-            await client.read_resource("nb://vars/os")  # defined in no cell as shared: refused
-        assert "'os' is not a shared variable; shared: ['df']" in str(refused.value)
+        as_json = (await client.read_resource("nb://vars/df.json")).contents[0]
+        assert as_json.mime_type == "application/json" and as_json.text == '[{"a":1},{"a":2}]'
+        await kernel.run("secret = 'not for agents'")
+        for uri, sentence in [  # defined but not shared, or a path: one sentence, nothing read
+            ("nb://vars/secret", "'secret' is not a shared variable; shared: ['df']"),
+            ("nb://vars/secret.json", "'secret' is not a shared variable; shared: ['df']"),
+            ("nb://vars/..%2F..%2Fetc%2Fpasswd", "'..%2F..%2Fetc%2Fpasswd' is not a shared variable"),
+            ("nb://vars/../../etc/passwd", "Unknown resource 'nb://vars/../../etc/passwd'"),
+            ("file:///etc/passwd", "Unknown resource 'file:///etc/passwd'; this server offers: nb://vars/df"),
+        ]:
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource(uri)
+            assert sentence in str(refused.value) and "\n" not in str(refused.value), (uri, str(refused.value))
+            assert "not for agents" not in str(refused.value)
         with pytest.warns(MCPDeprecationWarning):  # the SDK says: the 2025 way (2026 listens, below)
             await client.subscribe_resource("nb://vars/df")
         await kernel.run("df = pd.DataFrame({'a': [3]})")
@@ -82,6 +98,34 @@ async def test_a_shared_variable_is_listed_read_and_announced_when_reassigned(ke
         assert type(event).__name__ == "ResourceUpdated" and event.uri == "nb://vars/df"
     unshared = await kernel.run("%fusion unshare df")
     assert "no longer served" in unshared.stdout
+    async with connect(url, token, mode="auto") as client:
+        assert "nb://vars/df" not in [str(r.uri) for r in (await client.list_resources()).resources]
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("nb://vars/df")
+        assert "'df' is not a shared variable; shared: nothing" in str(refused.value)
+    await kernel.run("%fusion stop")
+
+
+FIGURE = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(4, 2))
+ax.plot([1, 2])
+plt.close(fig)
+"""
+
+
+async def test_a_shared_figure_reads_as_png(kernel):
+    await kernel.run("%load_ext fusion_nb")
+    await kernel.run(FIGURE)
+    assert "Sharing fig as nb://vars/fig." in (await kernel.run("%fusion share fig")).stdout
+    url, token = await serve(kernel)
+    async with connect(url, token, mode="auto") as client:
+        (read,) = (await client.read_resource("nb://vars/fig")).contents
+    assert read.mime_type == "image/png"
+    png = base64.b64decode(read.blob)
+    assert png.startswith(b"\x89PNG") and struct.unpack(">II", png[16:24]) == (400, 200)  # 4x2 in at 100 dpi
     await kernel.run("%fusion stop")
 
 
