@@ -37,7 +37,6 @@ Notifications from the client run in the reader, in order (fusion-nb's are quick
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -72,7 +71,7 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from ..engine import spawn
+from ..engine import ReadWatch, current_backend, spawn
 from ._sdk import error_data_of
 
 log = logging.getLogger(__name__)
@@ -134,15 +133,14 @@ class LineReader:
 
     def __init__(self, fd: int, limit: int = MAX_LINE_BYTES, *, watch: bool = True) -> None:
         self.fd = fd
-        self.watch = watch  # keep the descriptor registered on asyncio (``close`` unregisters it)
+        self.watch = watch  # one ``ReadWatch`` from the first wait to ``close`` (else registered per wait)
         self.limit = limit
         self._buffer = bytearray()
         self._scanned = 0
         self._eof = False
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._watch: ReadWatch | None = None
 
     @property
     def buffered(self) -> int:
@@ -181,36 +179,23 @@ class LineReader:
     async def _readable(self) -> None:
         """Wait until the descriptor is readable.
 
-        On asyncio the descriptor stays registered with the loop from the first wait
-        to ``close`` (each wait is one future), instead of registered and removed per
-        wait as ``anyio.wait_readable`` does: that is measurable on a call's round trip.
+        Through one ``ReadWatch`` of the loop's backend from the first wait to
+        ``close`` (registering and removing the descriptor per wait, as
+        ``anyio.wait_readable`` does, is measurable on a call's round trip); a reader
+        nothing closes (``watch=False``) registers per wait.
         """
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # trio
-            loop = None
-        if loop is None or not self.watch:
+        if not self.watch:
             await anyio.wait_readable(self.fd)
             return
-        if self._loop is None:
-            self._loop = loop
-            loop.add_reader(self.fd, self._ready)
-        self._waiter = loop.create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-
-    def _ready(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._watch is None:
+            self._watch = current_backend().watch_readable(self.fd)
+        await self._watch.readable()
 
     def close(self) -> None:
         """Stop watching the descriptor (it stays open: it is not the reader's to close)."""
-        if self._loop is not None:
-            self._loop.remove_reader(self.fd)
-            self._loop = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def _skip(self, buffer: bytearray) -> None:
         assert self._oversized is not None

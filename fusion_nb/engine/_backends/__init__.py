@@ -17,6 +17,8 @@ from asyncio import _get_running_loop
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+import anyio
+
 T = TypeVar("T")
 log = logging.getLogger("fusion_nb")
 
@@ -67,6 +69,45 @@ class Interruptible(ABC):
     @abstractmethod
     async def cancel_here(self) -> None:
         """End the block from inside it (its own task): raises the cancellation the block takes back."""
+
+
+class ReadWatch(ABC):
+    """A descriptor watched for reading from the first ``readable()`` until ``close()``.
+
+    Why not ``anyio.wait_readable`` for each wait: on asyncio that registers the
+    descriptor with the loop and removes it again every time, which a stdio round trip
+    pays on each line (``benchmarks/stdio.py`` measures the stdio path). A watch made
+    once keeps what its loop allows registered. Made and used on one loop.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    async def readable(self) -> None:
+        """Return once the descriptor looks readable (cancellable at any time).
+
+        A wake-up may be spurious (asyncio can report readiness the reader has
+        consumed already): read non-blocking and wait again on ``BlockingIOError``.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop watching (the descriptor stays open; it is not the watch's to close). Idempotent."""
+
+
+class PolledReadWatch(ReadWatch):
+    """Each wait registered and removed again (``anyio.wait_readable``): the backends without a cheaper way."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def readable(self) -> None:
+        await anyio.wait_readable(self.fd)
+
+    def close(self) -> None:
+        return None
 
 
 class Backend(ABC):
@@ -129,6 +170,10 @@ class Backend(ABC):
     @abstractmethod
     def loop_scheduler(self) -> Callable[[Callable[[], None]], object]:
         """How a worker thread schedules a callback on the running loop."""
+
+    def watch_readable(self, fd: int) -> ReadWatch:
+        """A ``ReadWatch`` of the non-blocking descriptor ``fd`` on the running loop (a pipe's reader)."""
+        return PolledReadWatch(fd)
 
 
 async def guarded(fn: Callable[[], Awaitable[Any]], name: str) -> None:
@@ -199,6 +244,7 @@ __all__ = [
     "Cancellable",
     "Event",
     "Interruptible",
+    "ReadWatch",
     "current_backend",
     "guarded",
     "interruptible",

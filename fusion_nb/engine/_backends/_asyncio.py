@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from . import Backend, Cancellable, Interruptible, guarded
+from . import Backend, Cancellable, Interruptible, ReadWatch, guarded
 
 T = TypeVar("T")
 _current_task = asyncio.current_task
@@ -208,6 +208,41 @@ class AsyncioBackend(Backend):
 
     def loop_scheduler(self) -> Callable[[Callable[[], None]], object]:
         return _get_running_loop().call_soon_threadsafe
+
+    def watch_readable(self, fd: int) -> LoopReadWatch:
+        return LoopReadWatch(_get_running_loop(), fd)
+
+
+class LoopReadWatch(ReadWatch):
+    """The descriptor registered with the loop (``add_reader``) from the first wait to ``close``; a future per wait."""
+
+    __slots__ = ("_fd", "_loop", "_registered", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._registered = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    async def readable(self) -> None:
+        if not self._registered:
+            self._loop.add_reader(self._fd, self._ready)
+            self._registered = True
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self._registered:
+            self._registered = False
+            self._loop.remove_reader(self._fd)
 
 
 class _Later:
