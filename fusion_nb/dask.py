@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover - exercised by a subprocess test without
 
 import anyio
 
-from fusion_nb.engine import Context, ProgressEvent, ToolError, progress
+from fusion_nb.engine import Context, ProgressEvent, ToolError, current_backend, progress
 
 __all__ = ["DASK_UNAVAILABLE", "DaskTask", "DaskWork", "Stopped", "run"]
 
@@ -307,15 +307,14 @@ class DaskWork:
         if self._ended is not None:
             return
         tool = self._ctx.tool.name
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        if current_backend().name != "asyncio":
             raise _unavailable(
                 tool,
                 "fusion_nb.dask runs on asyncio only (distributed's Client is asyncio-only) "
                 "and this server runs on trio",
                 "Serve the app on asyncio (the default) to run tool work on Dask.",
-            ) from None
+            )
+        loop = asyncio.get_running_loop()
         self._ctx.signal.raise_if_aborted()
         client = self._client
         if client is None:

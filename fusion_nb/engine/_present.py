@@ -117,7 +117,7 @@ def present(value: Any, limits: AnswerLimits = DEFAULT_LIMITS) -> Presented:
         return [text(bounded(value, limits.max_bytes))], None
     if value is None:
         return [], None
-    if isinstance(value, BaseModel):  # (its serializer directly: what model_dump_json/model_dump call, at 40%)
+    if isinstance(value, BaseModel):  # (its serializer: what model_dump_json/model_dump call, minus their wrapping)
         serializer = value.__pydantic_serializer__
         return _json(serializer.to_json(value).decode(), serializer.to_python(value, mode="json"), limits)
     if isinstance(value, dict):

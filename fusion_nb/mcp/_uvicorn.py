@@ -1,15 +1,17 @@
 """Connection limits on uvicorn's HTTP/1.1 protocols: the one module that knows their internals.
 
 uvicorn bounds a request only once it reaches the app. Before that a stranger with no
-token could, on the protocol level (all measured against ``fusion-nb serve``):
+token could, on the protocol level (each tried against ``fusion-nb serve``;
+``tests/reliability/test_reliability_connections.py`` repeats the attacks and prints
+what they did):
 
-* send header lines without end: httptools buffers every byte (50 MiB of headers took a
-  worker from 68 to 823 MB in 2 s); h11 stops at its ``max_incomplete_event_size``;
+* send header lines without end: httptools buffers every byte, so one connection grows
+  the worker's memory as fast as it sends; h11 stops at its ``max_incomplete_event_size``;
 * open a connection and send nothing, or trickle header bytes: uvicorn arms its
   keep-alive timer only after a response, and any byte disarms it, so such a connection
-  is held forever; 1,100 of them exhaust 1,024 descriptors and the service is down;
+  is held forever; enough of them exhaust the process's descriptors and the service is down;
 * then asyncio's accept loop logs a traceback for every failed ``accept()`` (it retries
-  up to 100 times per loop tick): 3.5 MB/s of log.
+  up to 100 times per loop tick): megabytes of log a second.
 
 ``guarded_protocol`` returns a subclass of uvicorn's httptools or h11 protocol that
 enforces ``ConnectionLimits`` before anything is dispatched:

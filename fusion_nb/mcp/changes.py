@@ -89,8 +89,9 @@ class ToolsChangedNotifier:
     async def on_initialized(self, ctx: Any, params: Any) -> None:
         """``notifications/initialized`` handler: remember the connection until it closes.
 
-        Keyed by connection: a client repeating ``initialized`` (20,000 times: +174 MB, and
-        every tool change sent 20,000 times, before) adds nothing after the first.
+        Keyed by connection: a client repeating ``initialized`` adds nothing after the first
+        (each repeat once kept one more listener, and every tool change went out once per
+        repeat; ``tests/mcp/test_http_sessions.py`` repeats it).
         """
         session: ServerSession = ctx.session
         key = connection_of(session)

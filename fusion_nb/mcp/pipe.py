@@ -71,7 +71,7 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from ..engine import Interruptible, ReadableWatch, current_backend
+from ..engine import Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class LineReader:
         self._eof = False
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        self._watch: ReadableWatch | None = None
+        self._watch: ReadWatch | None = None
 
     @property
     def buffered(self) -> int:

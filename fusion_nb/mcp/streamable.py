@@ -15,7 +15,8 @@ itself and answers a refusal with the bytes and status the SDK's entry would
 (``tests/mcp/test_http_differential.py`` compares them); only what it does not serve
 goes to ``fallback``, the SDK's own entry: non-POST methods and every request of a
 server without ``get_tool_input_schema`` untouched, and ``subscriptions/listen``
-streams (recognised by their body, so that body is handed on).
+streams (recognised by their body, handed on with it before any check here, so the
+entry checks them once).
 
 * 2026-07-28: each POST builds a born-ready ``Connection`` from its envelope; a
   client that disconnects cancels its call.
@@ -96,6 +97,7 @@ KEEPALIVE_SECONDS = 15.0
 so that a proxy's idle-read timeout does not cut it (the SDK's transport does the same)."""
 _FINAL_WRITE_TIMEOUT = 5.0
 _INVALID_BODY = "Body must be a single JSON-RPC request or notification object"
+_UNREADABLE = object()  # a body that is not JSON
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
@@ -217,8 +219,20 @@ class StreamableEndpoint:
 
     # -- 2026-07-28
     async def _modern(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One 2026 POST, through the SDK's ladder in the SDK entry's order; a refusal answered as it answers."""
+        """One 2026 POST, through the SDK's ladder in the SDK entry's order; a refusal answered as it answers.
+
+        A ``subscriptions/listen`` request is recognised by its body alone and handed
+        to the SDK's entry before any check here: the entry checks it whole, once.
+        """
         request = Request(scope, receive)
+        body = await request.body()
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            decoded = _UNREADABLE
+        if type(decoded) is dict and decoded.get("method") == "subscriptions/listen" and "id" in decoded:
+            await self._listen(scope, body, receive, send)
+            return
         refusal = await self.security.validate_request(request, is_post=True)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -227,10 +241,7 @@ class StreamableEndpoint:
         if not (has_json and has_sse):
             await respond(send, 406, b"")
             return
-        body = await request.body()
-        try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError):
+        if decoded is _UNREADABLE:
             await reject(send, None, PARSE_ERROR, "Parse error")
             return
         if isinstance(decoded, dict) and "id" not in decoded:
@@ -240,9 +251,6 @@ class StreamableEndpoint:
             message = JSONRPCRequest.model_validate(decoded)
         except ValidationError:
             await reject(send, None, INVALID_REQUEST, _INVALID_BODY)
-            return
-        if message.method == "subscriptions/listen":
-            await self._listen(scope, body, receive, send)
             return
         headers = request.headers
         duplicated = find_duplicated_routing_header(headers.items())
@@ -294,7 +302,11 @@ class StreamableEndpoint:
         await respond(send, 202, b"")
 
     async def _listen(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
-        """A ``subscriptions/listen`` stream, served by the SDK's entry within its owner's quota (503 beyond)."""
+        """A ``subscriptions/listen`` stream, served by the SDK's entry within its owner's quota (503 beyond).
+
+        The quota is this endpoint's own, so it is the one thing asked before the entry
+        checks the request (an owner over it hears 503 whatever else is wrong).
+        """
         owner = _owner(scope)
         refusal = self.listens.refusal(owner)
         if refusal is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,3 +43,28 @@ def test_a_stamped_block_may_hold_any_figure(tmp_path: Path) -> None:
     body = f"| x | 2.20x | 293 µs |\n\n{stamp}\n"
     page.write_text(f"<!-- benchmark: benchmarks/http.py --rounds 1 -->\n{body}<!-- end benchmark -->\n")
     assert bench_docs.problems(page) == []
+
+
+def figures_in_source(path: Path) -> list[str]:
+    """Each benchmark figure in ``path``'s docstrings, strings and comments (``bench_docs.FIGURE``), one line each."""
+    found = []
+    with path.open("rb") as source:
+        for token in tokenize.tokenize(source.readline):
+            if token.type in (tokenize.STRING, tokenize.COMMENT):
+                for figure in bench_docs.FIGURE.findall(token.string):
+                    found.append(f"{path.relative_to(path.parents[1])}:{token.start[0]}: {figure!r}")
+    return found
+
+
+def test_no_docstring_or_comment_in_the_package_quotes_a_benchmark_figure() -> None:
+    """A docstring says why and names the benchmark that measures it: a figure there rots (it did)."""
+    modules = sorted((ROOT / "fusion_nb").rglob("*.py"))
+    assert len(modules) > 50
+    assert [line for path in modules for line in figures_in_source(path)] == []
+
+
+def test_a_figure_in_a_docstring_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "pkg" / "fast.py"
+    module.parent.mkdir()
+    module.write_text('"""Why: the SDK\'s plumbing (p50 293 µs, 5.6x the SDK\'s calls/s).\n\nNo figure: 1 MiB."""\n')
+    assert figures_in_source(module) == ["pkg/fast.py:1: '293 µs'", "pkg/fast.py:1: '5.6x'"]

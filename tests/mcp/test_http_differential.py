@@ -279,6 +279,20 @@ async def modern_input(wire: Wire) -> None:
     await wire.post(url_tool, **modern("tools/call", "connect"))
 
 
+@sequence
+async def modern_listen_refusals(wire: Wire) -> None:
+    """``subscriptions/listen`` requests the SDK's entry refuses (a good one opens a stream: test_task_listen.py)."""
+    listen = modern_request("subscriptions/listen", 1, notifications={"toolsListChanged": True})
+    headers = modern("subscriptions/listen")
+    await wire.post(listen, **headers, Host="evil.example")
+    await wire.post(listen, **headers, Accept="application/json")
+    await wire.post(listen, **headers, **{"Content-Type": "text/plain"})
+    await wire.post(listen, **modern("subscriptions/listen", **{"Mcp-Method": "tools/list"}))
+    await wire.post({**listen, "id": [1]}, **headers)
+    await wire.post({**listen, "params": {"notifications": "all"}}, **headers)
+    await wire.post(modern_request("subscriptions/listen", 2, meta={}), **headers)
+
+
 # --- the reviewed differences ----------------------------------------------------------------------------------------
 
 Observed = dict[str, Any]

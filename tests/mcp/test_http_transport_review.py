@@ -55,3 +55,38 @@ async def test_an_odd_string_id_from_the_client_is_dropped_without_an_asgi_excep
             assert after.json()["result"]["structuredContent"] == {"result": "a"}
             await anyio.sleep(0.05)  # the odd POST's task has ended (its 202 came back first): let its log land
         assert errors == [], [record.getMessage() for record in errors]
+
+
+async def test_a_listen_request_is_checked_once_by_the_sdks_entry_not_first_by_the_endpoint(monkeypatch):
+    """A ``subscriptions/listen`` POST goes to the SDK's entry with its body before any check of the endpoint's.
+
+    The endpoint used to run the transport checks itself (Host and Origin, Accept, the
+    body) and then replay the body into the SDK's entry, which ran them again.
+    """
+    from test_http_wire import MODERN, modern_request
+
+    async with serve() as served, httpx.AsyncClient(timeout=10) as http:
+        security = served.asgi.endpoint.security
+        checked: list[str] = []
+        validate = security.validate_request
+
+        async def counting(request, is_post=False):
+            checked.append(request.headers.get("mcp-method", ""))
+            return await validate(request, is_post=is_post)
+
+        monkeypatch.setattr(security, "validate_request", counting)
+        modern = {"MCP-Protocol-Version": MODERN}
+        listen = modern_request("subscriptions/listen", 1, notifications={"toolsListChanged": True})
+        refused = await http.post(
+            served.url,
+            json=listen,
+            headers=served.headers(**modern, **{"Mcp-Method": "subscriptions/listen"}, Accept="application/json"),
+        )
+        assert refused.status_code == 406  # the SDK entry's refusal
+        listed = await http.post(
+            served.url,
+            json=modern_request("tools/list", 2),
+            headers=served.headers(**modern, **{"Mcp-Method": "tools/list"}),
+        )
+        assert listed.status_code == 200
+    assert checked == ["tools/list"]

@@ -1,8 +1,9 @@
 """Every SDK name fusion-nb imports is pinned here, and each pin is checked against the installed SDK.
 
 ``SDK_NAMES`` is the list, one ``module:name`` (or a bare module) a line: a scan of
-``fusion_nb/**/*.py`` fails on an import missing from it (a new dependency on the SDK
-must be added here on purpose) and on a pin nothing imports any more (the list stays
+``fusion_nb/**/*.py`` fails on an import missing from it, or a name read through an
+imported SDK module (``types.Tool``), so a new dependency on the SDK must be added here
+on purpose and on a pin nothing imports any more (the list stays
 exact). Each pin must resolve in the installed SDK. A pinned name the SDK does not
 publish (no ``__all__`` of its module or packages lists it, where one exists) must name
 the test of the behaviour fusion-nb relies on in ``UNPUBLISHED``: an SDK upgrade is a test
@@ -55,10 +56,10 @@ SDK_NAMES = frozenset(
         "mcp.server.streamable_http_manager:StreamableHTTPSessionManager",
         "mcp.server.subscriptions:InMemorySubscriptionBus",
         "mcp.server.subscriptions:ListenHandler",
-        "mcp.server.subscriptions:SUBSCRIPTION_ID_META_KEY",
         "mcp.server.subscriptions:PromptsListChanged",
         "mcp.server.subscriptions:ResourceUpdated",
         "mcp.server.subscriptions:ResourcesListChanged",
+        "mcp.server.subscriptions:SUBSCRIPTION_ID_META_KEY",
         "mcp.server.subscriptions:ServerEvent",
         "mcp.server.subscriptions:ToolsListChanged",
         "mcp.server.transport_security:RequestBodyLimitMiddleware",
@@ -81,6 +82,24 @@ SDK_NAMES = frozenset(
         "mcp.shared.jsonrpc_dispatcher:progress_token_from_params",
         "mcp.shared.message:ServerMessageMetadata",
         "mcp.shared.transport_context:TransportContext",
+        "mcp.types:CallToolRequestParams",
+        "mcp.types:CallToolResult",
+        "mcp.types:CancelTaskRequest",
+        "mcp.types:CancelTaskRequestParams",
+        "mcp.types:ClientCapabilities",
+        "mcp.types:ElicitRequest",
+        "mcp.types:ElicitRequestFormParams",
+        "mcp.types:ElicitRequestURLParams",
+        "mcp.types:ElicitResult",
+        "mcp.types:GetTaskRequest",
+        "mcp.types:GetTaskRequestParams",
+        "mcp.types:InputRequiredResult",
+        "mcp.types:Request",
+        "mcp.types:RequestParams",
+        "mcp.types:Result",
+        "mcp.types:SubscriptionFilter",
+        "mcp.types:SubscriptionsListenRequest",
+        "mcp.types:SubscriptionsListenRequestParams",
         "mcp:Client",
         "mcp:types",
         "mcp_types",
@@ -88,21 +107,63 @@ SDK_NAMES = frozenset(
         "mcp_types.version:HANDSHAKE_PROTOCOL_VERSIONS",
         "mcp_types.version:LATEST_MODERN_VERSION",
         "mcp_types.version:MODERN_PROTOCOL_VERSIONS",
+        "mcp_types:CLIENT_CAPABILITIES_META_KEY",
+        "mcp_types:CLIENT_INFO_META_KEY",
         "mcp_types:CONNECTION_CLOSED",
+        "mcp_types:CallToolRequestParams",
+        "mcp_types:CallToolResult",
+        "mcp_types:ElicitRequest",
+        "mcp_types:ElicitRequestFormParams",
+        "mcp_types:ElicitRequestParams",
+        "mcp_types:ElicitRequestURLParams",
+        "mcp_types:ElicitResult",
+        "mcp_types:EmptyResult",
         "mcp_types:ErrorData",
+        "mcp_types:GetPromptRequestParams",
+        "mcp_types:GetPromptResult",
         "mcp_types:HEADER_MISMATCH",
         "mcp_types:INTERNAL_ERROR",
         "mcp_types:INVALID_PARAMS",
         "mcp_types:INVALID_REQUEST",
+        "mcp_types:Implementation",
         "mcp_types:JSONRPCError",
         "mcp_types:JSONRPCNotification",
         "mcp_types:JSONRPCRequest",
         "mcp_types:JSONRPCResponse",
+        "mcp_types:ListPromptsResult",
+        "mcp_types:ListResourceTemplatesResult",
+        "mcp_types:ListResourcesResult",
+        "mcp_types:ListToolsResult",
+        "mcp_types:METHOD_NOT_FOUND",
+        "mcp_types:Notification",
+        "mcp_types:NotificationParams",
         "mcp_types:PARSE_ERROR",
         "mcp_types:PROTOCOL_VERSION_META_KEY",
+        "mcp_types:PaginatedRequestParams",
+        "mcp_types:Prompt",
+        "mcp_types:PromptArgument",
         "mcp_types:REQUEST_TIMEOUT",
+        "mcp_types:ReadResourceRequestParams",
+        "mcp_types:ReadResourceResult",
+        "mcp_types:Request",
         "mcp_types:RequestId",
+        "mcp_types:RequestParams",
+        "mcp_types:Resource",
+        "mcp_types:ResourceTemplate",
+        "mcp_types:Result",
+        "mcp_types:SubscribeRequestParams",
+        "mcp_types:SubscriptionFilter",
+        "mcp_types:SubscriptionsAcknowledgedNotification",
+        "mcp_types:SubscriptionsListenRequestParams",
+        "mcp_types:SubscriptionsListenResult",
+        "mcp_types:TaskStatusNotification",
+        "mcp_types:TaskStatusNotificationParams",
+        "mcp_types:Tool",
+        "mcp_types:ToolAnnotations",
+        "mcp_types:ToolExecution",
+        "mcp_types:ToolListChangedNotification",
         "mcp_types:UNSUPPORTED_PROTOCOL_VERSION",
+        "mcp_types:UnsubscribeRequestParams",
         "mcp_types:jsonrpc_message_adapter",
     }
 )
@@ -119,10 +180,16 @@ UNPUBLISHED = {
 
 
 def imported_sdk_names(package: Path = PACKAGE) -> dict[str, list[str]]:
-    """Each SDK ``module:name`` (or bare module) imported under ``package``, with where."""
+    """Each SDK ``module:name`` (or bare module) imported under ``package``, with where.
+
+    A name reached through an imported SDK module (``types.Tool`` after
+    ``import mcp_types as types``) counts as imported from it: it breaks as an import
+    does when the SDK drops it, only later, on the line that reads it.
+    """
     found: dict[str, list[str]] = {}
     for path in sorted(package.rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
+        modules: dict[str, str] = {}  # a local name bound to an SDK module -> that module
         for node in ast.walk(tree):
             pins: list[str] = []
             if not isinstance(node, (ast.ImportFrom, ast.Import)):
@@ -130,11 +197,30 @@ def imported_sdk_names(package: Path = PACKAGE) -> dict[str, list[str]]:
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 if node.module.split(".")[0] in SDK_PACKAGES:
                     pins = [f"{node.module}:{alias.name}" for alias in node.names]
+                    for alias in node.names:
+                        if _is_module(f"{node.module}.{alias.name}"):
+                            modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
             elif isinstance(node, ast.Import):
                 pins = [alias.name for alias in node.names if alias.name.split(".")[0] in SDK_PACKAGES]
+                for alias in node.names:
+                    if alias.name in pins and (alias.asname or "." not in alias.name):
+                        modules[alias.asname or alias.name] = alias.name
             for pin in pins:
                 found.setdefault(pin, []).append(f"{path.relative_to(package.parent)}:{node.lineno}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                pin = f"{modules[node.value.id]}:{node.attr}"
+                found.setdefault(pin, []).append(f"{path.relative_to(package.parent)}:{node.lineno}")
     return found
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module (``from mcp import types`` imports one)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def resolve(pin: str) -> object:
@@ -199,9 +285,19 @@ def test_the_scan_sees_each_kind_of_import(tmp_path):
     (tmp_path / "pkg" / "a.py").write_text(
         "import mcp_types\nimport mcp_types as t\nfrom mcp import Client\nfrom . import mcp\n"
         "def f():\n    from mcp.server.runner import ServerRunner, aclose_shielded\n"
+        "from mcp import types as sdk_types\nx = (t.Tool, mcp_types.ErrorData, sdk_types.Result, mcp.Client)\n"
     )
     assert sorted(imported_sdk_names(tmp_path / "pkg")) == sorted(
-        ["mcp:Client", "mcp.server.runner:ServerRunner", "mcp.server.runner:aclose_shielded", "mcp_types"]
+        [
+            "mcp:Client",
+            "mcp:types",
+            "mcp.server.runner:ServerRunner",
+            "mcp.server.runner:aclose_shielded",
+            "mcp.types:Result",
+            "mcp_types",
+            "mcp_types:ErrorData",
+            "mcp_types:Tool",
+        ]
     )
     assert published("mcp:Client") and published("mcp.server.runner:ServerRunner")
     assert not published("mcp.server.runner:modern_error_data")

@@ -69,7 +69,7 @@ class Interruptible(ABC):
         """End the block from inside it (its own task): raises the cancellation the block takes back."""
 
 
-class ReadableWatch(ABC):
+class ReadWatch(ABC):
     """Waits, as often as needed, until one descriptor is readable; ``close`` stops watching it.
 
     asyncio keeps the descriptor registered with its loop from the first wait to
@@ -139,8 +139,8 @@ class Backend(ABC):
         """Run ``callback()`` on the loop's next turn, after everything ready now (from the loop's thread)."""
 
     @abstractmethod
-    def watch_readable(self, fd: int) -> ReadableWatch:
-        """A ``ReadableWatch`` of ``fd`` on this loop."""
+    def watch_readable(self, fd: int) -> ReadWatch:
+        """A ``ReadWatch`` of ``fd`` on this loop."""
 
     @abstractmethod
     def interruptible(self) -> Interruptible:
@@ -236,7 +236,7 @@ __all__ = [
     "Cancellable",
     "Event",
     "Interruptible",
-    "ReadableWatch",
+    "ReadWatch",
     "current_backend",
     "guarded",
     "interruptible",

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from . import Backend, Cancellable, Interruptible, ReadableWatch, guarded
+from . import Backend, Cancellable, Interruptible, ReadWatch, guarded
 
 T = TypeVar("T")
 _current_task = asyncio.current_task
@@ -183,7 +183,7 @@ class AsyncioBackend(Backend):
     def call_soon(self, callback: Callable[[], None]) -> None:
         _get_running_loop().call_soon(callback)
 
-    def watch_readable(self, fd: int) -> ReadableWatch:
+    def watch_readable(self, fd: int) -> ReadWatch:
         return FdWatch(_get_running_loop(), fd)
 
     def interruptible(self) -> TaskCut:
@@ -224,7 +224,7 @@ class AsyncioBackend(Backend):
         return _get_running_loop().call_soon_threadsafe
 
 
-class FdWatch(ReadableWatch):
+class FdWatch(ReadWatch):
     """``AsyncioBackend.watch_readable``: the loop's reader callback, registered on the first wait."""
 
     __slots__ = ("_fd", "_loop", "_registered", "_waiter")

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import trio
 
-from . import Backend, Cancellable, Interruptible, ReadableWatch, guarded
+from . import Backend, Cancellable, Interruptible, ReadWatch, guarded
 
 T = TypeVar("T")
 log = logging.getLogger("fusion_nb")
@@ -43,7 +43,7 @@ class ScopeCut(Interruptible):
         await trio.lowlevel.checkpoint()
 
 
-class FdReadable(ReadableWatch):
+class FdReadable(ReadWatch):
     """``TrioBackend.watch_readable``: trio's own wait (its I/O manager keeps no registration to undo)."""
 
     __slots__ = ("_fd",)
@@ -117,7 +117,7 @@ class TrioBackend(Backend):
     def call_soon(self, callback: Callable[[], None]) -> None:
         trio.lowlevel.current_trio_token().run_sync_soon(callback)
 
-    def watch_readable(self, fd: int) -> ReadableWatch:
+    def watch_readable(self, fd: int) -> ReadWatch:
         return FdReadable(fd)
 
     def interruptible(self) -> ScopeCut:
