@@ -736,7 +736,10 @@ class PipeConnection:
             with exchange.interruptible() as cut:
                 try:
                     if exchange.stopped:  # before its task began
-                        await cut.cancel_here()
+                        if exchange.cancelled_by_client:
+                            await cut.cancel_here()  # the client took it back: it never runs
+                        # the end of input: cancelled at its first wait, as a running call is (a quick one answers)
+                        current_backend().call_soon(cut.cancel)
                     result = await self._on_request(exchange, method, params)
                     answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
                 except Exception as exc:

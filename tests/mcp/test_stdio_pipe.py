@@ -42,6 +42,12 @@ class Peer:
             except BlockingIOError:
                 await anyio.wait_writable(self.to_server)
 
+    def close_input(self) -> None:
+        """End the server's input (once)."""
+        if self.to_server >= 0:
+            os.close(self.to_server)
+            self.to_server = -1
+
     async def send(self, message: dict[str, Any]) -> None:
         await self.write(json.dumps(message).encode() + b"\n")
 
@@ -98,12 +104,11 @@ async def serving(app: Any, **options: Any) -> AsyncIterator[tuple[Peer, PipeCon
         async with anyio.create_task_group() as group:
             group.start_soon(connection.run)
             yield peer, connection
-            os.close(peer_out)
-            peer_out = -1
+            peer.close_input()
             with anyio.fail_after(15):  # end of input ends the connection: nothing hangs
                 await connection.finished.wait()
     finally:
-        for fd in (server_in, server_out, peer_out, peer.from_server):
+        for fd in (server_in, server_out, peer.to_server, peer.from_server):
             if fd >= 0:
                 os.close(fd)
 
@@ -256,3 +261,22 @@ async def test_lines_written_in_one_loop_turn_after_the_first_go_out_together_at
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+async def test_requests_read_with_the_end_of_input_are_answered_or_cancelled_at_their_first_wait(app):
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        # two requests and the end of input, likely read together: the quick one is still answered
+        await peer.write(
+            b"".join(json.dumps(m).encode() + b"\n" for m in (call(2, "echo", {"text": "q"}), call(3, "linger")))
+        )
+        peer.close_input()
+        replies = {}
+        while len(replies) < 2:
+            reply = await peer.receive()
+            replies[reply["id"]] = reply
+        assert replies[2]["result"]["structuredContent"] == {"result": "q"}
+        assert replies[3]["error"]["message"] == "Connection closed"
+        with anyio.fail_after(10):
+            await connection.finished.wait()
+        assert app.cleanups == ["linger"]  # entered, cancelled at its first wait, cleaned up
