@@ -32,10 +32,26 @@ were taken, so fusion-nb's row reads against the seed's quoted row (``vs seed``;
 another machine), and against the TypeScript SDK's own stdio server (``McpServer`` on Node,
 ``benchmarks/stdio_ts_server.mjs``: what the seed is built on), measured in the same run.
 
+The seed itself, optional (``--seed-dir DIR`` or ``FUSION_NB_SEED_DIR``; without it nothing
+changes): MCP Fusion 3.1.31 built from source serves the echo tool
+(``benchmarks/stdio_seed_server.mjs``, which says what its answer lacks: no structured
+content) as one more row of the TypeScript client's table, whose ratios then read against
+it (``vs seed``, measured in the same run), and of the raw pipe table for 2025-11-25 (MCP
+Fusion's SDK predates 2026-07-28). It is not on npm; build it outside this repo, from a
+clone or mirror of vinkius-labs/mcp-fusion (renamed later; v3.1.31 is commit 6f828ee):
+``git -C MIRROR archive 6f828ee | tar -x -C DIR``, then in ``DIR/packages/core``
+``npm install --workspaces=false --save-dev @modelcontextprotocol/sdk@1.27.1 zod@3.25.76
+typescript@5.9.3 @types/node@25.3.0 fast-json-stringify@6.3.0 esbuild@0.24.2`` (its lockfile's
+versions of what the workspace root would provide, without the docs toolchain) and
+``npm run build``. Its repository holds neither a benchmark nor the seed's figures above
+(``docs/performance.md`` lists optimisations, no numbers): they come from a side-by-side
+run like this one.
+
 ``--startup N``: spawn to first answered call of ``fusion-nb serve NOTEBOOK`` over stdio
 (median of N; the process is spawned, handshakes and calls one tool).
 
-Run: ``.venv/bin/python benchmarks/stdio.py [--calls N] [--rounds N] [--in-flight N] [--startup N]``.
+Run: ``.venv/bin/python benchmarks/stdio.py [--calls N] [--rounds N] [--in-flight N] [--startup N]
+[--ts-rounds N] [--seed-dir DIR]``.
 """
 
 from __future__ import annotations
@@ -274,6 +290,9 @@ TS_CLIENT = HERE.parent / "stdio_ts_client.mjs"
 TS_SERVER = "TypeScript SDK McpServer (Node)"
 #: the seed's figures the TypeScript client's table reads against (issue 27's side-by-side run)
 SEED = "MCP Fusion (seed, issue 27)"
+#: the seed itself, built from source (``--seed-dir``): measured in this run when given
+SEED_SERVER = "MCP Fusion 3.1.31 (seed, Node)"
+SEED_SERVER_SCRIPT = HERE.parent / "stdio_seed_server.mjs"
 
 
 def ts_client_missing() -> str | None:
@@ -285,11 +304,30 @@ def ts_client_missing() -> str | None:
     return None
 
 
-def ts_client_figures(name: str, calls: int, depth: int, total: int) -> tuple[list[float], float]:
+def seed_missing(seed_dir: Path) -> str | None:
+    """Why the seed built in ``seed_dir`` cannot run here, or ``None``."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (seed_dir / "packages" / "core" / "dist" / "index.js").is_file():
+        return f"no built MCP Fusion in {seed_dir} (packages/core/dist/index.js; see this file's docstring)"
+    return None
+
+
+def server_argv(name: str, seed_dir: Path | None = None) -> list[str]:
+    """The command that starts the server called ``name``: one of ``SERVERS``, ``TS_SERVER`` or ``SEED_SERVER``."""
+    if name == TS_SERVER:
+        return ["node", str(HERE.parent / "stdio_ts_server.mjs"), str(NODE_MODULES)]
+    if name == SEED_SERVER:
+        assert seed_dir is not None
+        return ["node", str(SEED_SERVER_SCRIPT), str(seed_dir)]
+    return child_argv(name)
+
+
+def ts_client_figures(
+    name: str, calls: int, depth: int, total: int, seed_dir: Path | None = None
+) -> tuple[list[float], float]:
     """Sequential latencies and calls/s at ``depth`` in flight, the TypeScript client driving ``name``."""
-    server = (
-        ["node", str(HERE.parent / "stdio_ts_server.mjs"), str(NODE_MODULES)] if name == TS_SERVER else child_argv(name)
-    )
+    server = server_argv(name, seed_dir)
     command = ["node", str(TS_CLIENT), str(NODE_MODULES), str(calls), str(depth), str(total), *server]
     done = subprocess.run(command, capture_output=True, env=child_env(), timeout=600)
     if done.returncode != 0:
@@ -354,8 +392,9 @@ def table(
     depth: int,
     versus: str = "SDK",
     anchor: tuple[str, float, float] | None = None,
+    baseline: str = BASELINE,
 ) -> str:
-    """p50, p99 and calls/s per server, with ratios to the SDK's row (or to ``anchor``: name, p50 s, calls/s)."""
+    """p50, p99 and calls/s per server, with ratios to ``baseline``'s row (or to ``anchor``: name, p50 s, calls/s)."""
     lines = [
         f"### {title}",
         "",
@@ -363,7 +402,7 @@ def table(
         "|---|---:|---:|---:|---:|---:|",
     ]
     if anchor is None:
-        base_p50, base_rate = statistics.median(latencies[BASELINE]), statistics.median(rates[BASELINE])
+        base_p50, base_rate = statistics.median(latencies[baseline]), statistics.median(rates[baseline])
     else:
         label, base_p50, base_rate = anchor
         lines.append(f"| {label} | {base_p50 * 1e6:,.0f} | | 1.00x | {base_rate:,.0f} | 1.00x |")
@@ -377,9 +416,24 @@ def table(
     return "\n".join(lines)
 
 
+def seed_option(args: argparse.Namespace) -> Path | None:
+    """The seed's folder to measure (``--seed-dir``, else ``FUSION_NB_SEED_DIR``), ``None`` without one or
+    when it cannot run (then one line says why)."""
+    given = args.seed_dir or os.environ.get("FUSION_NB_SEED_DIR")
+    if not given:
+        return None
+    seed_dir = Path(given).expanduser().resolve()
+    missing = seed_missing(seed_dir)
+    if missing is not None:
+        print(f"### MCP Fusion (seed): skipped ({missing})\n")
+        return None
+    return seed_dir
+
+
 def main(args: argparse.Namespace) -> None:
     import anyio
 
+    seed_dir = seed_option(args)
     print("### Anchor: the seed framework (not run here)\n")
     print("| framework | echo p50 ms | calls/s, 32 in flight |\n|---|---:|---:|")
     for label, (p50, anchor_rate) in ANCHORS.items():
@@ -387,14 +441,16 @@ def main(args: argparse.Namespace) -> None:
     print()
     names = list(SERVERS)
     for era in (LEGACY, MODERN) if args.rounds else ():
-        latencies: dict[str, list[float]] = {name: [] for name in names}
-        rates: dict[str, list[float]] = {name: [] for name in names}
-        pipes = {name: RawPipe(child_argv(name), era) for name in names}
+        # MCP Fusion's SDK (1.27) predates 2026-07-28: the seed is driven in the 2025 era only
+        era_names = [*names, SEED_SERVER] if seed_dir is not None and era == LEGACY else names
+        latencies: dict[str, list[float]] = {name: [] for name in era_names}
+        rates: dict[str, list[float]] = {name: [] for name in era_names}
+        pipes = {name: RawPipe(server_argv(name, seed_dir), era) for name in era_names}
         try:
             for pipe in pipes.values():
                 pipe.sequential(args.warmup)
             for round_ in range(args.rounds):
-                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                order = era_names[round_ % len(era_names) :] + era_names[: round_ % len(era_names)]
                 for name in order:
                     latencies[name] += pipes[name].sequential(args.calls)
                 for name in order:
@@ -419,17 +475,21 @@ def main(args: argparse.Namespace) -> None:
         if missing is not None:
             print(f"### TypeScript SDK client: skipped ({missing})\n")
         else:
-            ts_names = [*names, TS_SERVER]
+            ts_names = [*names, TS_SERVER, *([SEED_SERVER] if seed_dir is not None else [])]
             latencies = {name: [] for name in ts_names}
             rates = {name: [] for name in ts_names}
             for round_ in range(args.ts_rounds):
                 for name in ts_names[round_ % len(ts_names) :] + ts_names[: round_ % len(ts_names)]:
-                    times, rate = ts_client_figures(name, args.calls, args.in_flight, args.in_flight_calls)
+                    times, rate = ts_client_figures(name, args.calls, args.in_flight, args.in_flight_calls, seed_dir)
                     latencies[name] += times
                     rates[name].append(rate)
-            title = "TypeScript SDK client (@modelcontextprotocol/sdk, 2025-11-25), against the seed's figures"
-            seed = (f"{SEED}, quoted (not run here)", ANCHORS[SEED][0] / 1e3, ANCHORS[SEED][1])
-            print(table(title, latencies, rates, args.in_flight, versus="seed", anchor=seed))
+            title = "TypeScript SDK client (@modelcontextprotocol/sdk, 2025-11-25)"
+            if seed_dir is not None:
+                here = f"{title}, against the seed run here"
+                print(table(here, latencies, rates, args.in_flight, "seed", baseline=SEED_SERVER))
+            else:
+                seed = (f"{SEED}, quoted (not run here)", ANCHORS[SEED][0] / 1e3, ANCHORS[SEED][1])
+                print(table(f"{title}, against the seed's figures", latencies, rates, args.in_flight, "seed", seed))
             print()
     if args.startup:
         seconds = startup(REPO / args.notebook, args.startup)
@@ -439,7 +499,8 @@ def main(args: argparse.Namespace) -> None:
         )
 
 
-if __name__ == "__main__":
+def arguments() -> argparse.ArgumentParser:
+    """The command line (a function, so a test parses it as the script does)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="sequential calls per server per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the raw pipe load generator (0: none)")
@@ -451,9 +512,17 @@ if __name__ == "__main__":
     parser.add_argument("--ts-rounds", type=int, default=1, help="rounds with the TypeScript SDK client (0: none)")
     parser.add_argument("--startup", type=int, default=5, help="start-up runs of fusion-nb serve (0: none)")
     parser.add_argument("--notebook", default="notebooks/01-quickstart.ipynb")
+    parser.add_argument(
+        "--seed-dir",
+        help="MCP Fusion 3.1.31 built from source (default: $FUSION_NB_SEED_DIR; none: the seed is not run)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--backend", default="asyncio", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+if __name__ == "__main__":
+    args = arguments().parse_args()
     if args.serve:
         serve(args.serve, args.backend)
     else:

@@ -1,0 +1,69 @@
+"""benchmarks/stdio.py measures the seed (MCP Fusion) only when told where it is built; CI has no build.
+
+Without ``--seed-dir`` or ``FUSION_NB_SEED_DIR`` nothing about the run changes; with a folder
+that holds no build, one line says why and the run goes on without the seed's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the benchmark script's names (it is a script, not a package module)
+bench_stdio = SimpleNamespace(**runpy.run_path(str(ROOT / "benchmarks" / "stdio.py"), run_name="bench_stdio"))
+
+
+def test_without_the_option_or_the_variable_the_seed_is_not_run(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("FUSION_NB_SEED_DIR", raising=False)
+    assert bench_stdio.seed_option(bench_stdio.arguments().parse_args([])) is None
+    assert capsys.readouterr().out == ""
+
+
+def test_a_folder_without_a_build_is_one_skip_line(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setenv("FUSION_NB_SEED_DIR", str(tmp_path))
+    assert bench_stdio.seed_option(bench_stdio.arguments().parse_args([])) is None
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == (
+        f"### MCP Fusion (seed): skipped (no built MCP Fusion in {tmp_path.resolve()}"
+        " (packages/core/dist/index.js; see this file's docstring))"
+    )
+
+
+def test_a_built_seed_is_served_by_the_seed_script(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    (tmp_path / "packages" / "core" / "dist").mkdir(parents=True)
+    (tmp_path / "packages" / "core" / "dist" / "index.js").write_text("export {};\n")
+    seed_dir = bench_stdio.seed_option(bench_stdio.arguments().parse_args(["--seed-dir", str(tmp_path)]))
+    assert seed_dir == tmp_path.resolve()
+    argv = bench_stdio.server_argv(bench_stdio.SEED_SERVER, seed_dir)
+    assert argv == ["node", str(ROOT / "benchmarks" / "stdio_seed_server.mjs"), str(seed_dir)]
+
+
+def test_the_seed_row_can_be_the_table_baseline() -> None:
+    latencies = {"fusion-nb": [100e-6] * 3, bench_stdio.SEED_SERVER: [200e-6] * 3}
+    rates = {"fusion-nb": [3000.0], bench_stdio.SEED_SERVER: [1000.0]}
+    text = bench_stdio.table("t", latencies, rates, 32, "seed", None, bench_stdio.SEED_SERVER)
+    assert "| fusion-nb | 100 | 100 | 0.50x | 3,000 | 3.00x |" in text.splitlines()
+
+
+@pytest.mark.parametrize("where", [["--seed-dir", "{missing}"], []])
+def test_the_script_runs_through_without_a_seed_build(tmp_path, where) -> None:
+    """Nothing measured (every count 0): the run prints the anchor and, given a folder, the skip line."""
+    missing = tmp_path / "no-seed"
+    flags = ["--rounds", "0", "--client-rounds", "0", "--ts-rounds", "0", "--startup", "0"]
+    argv = [sys.executable, str(ROOT / "benchmarks" / "stdio.py"), *flags, *(w.format(missing=missing) for w in where)]
+    env = {name: value for name, value in os.environ.items() if name != "FUSION_NB_SEED_DIR"}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr
+    skipped = [line for line in done.stdout.splitlines() if "MCP Fusion (seed): skipped" in line]
+    assert len(skipped) == (1 if where else 0), done.stdout
+    assert "### Anchor: the seed framework (not run here)" in done.stdout
