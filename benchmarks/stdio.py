@@ -31,6 +31,9 @@ modules): the TypeScript SDK client (``@modelcontextprotocol/sdk`` from
 were taken, so fusion-nb's row reads against the seed's quoted row (``vs seed``; figures from
 another machine), and against the TypeScript SDK's own stdio server (``McpServer`` on Node,
 ``benchmarks/stdio_ts_server.mjs``: what the seed is built on), measured in the same run.
+That table also has fusion-nb serving the echo tool the way the seed's answers it (one text
+block, no output schema, no structured content: less for the client to validate), the row to
+read against the seed's.
 
 The seed itself, optional (``--seed-dir DIR`` or ``FUSION_NB_SEED_DIR``; without it nothing
 changes): MCP Fusion 3.1.31 built from source serves the echo tool
@@ -92,6 +95,8 @@ SERVERS = {
     "fusion-nb on the SDK transport": ("fusion-sdk-transport", "asyncio"),
     BASELINE: ("sdk", "asyncio"),
 }
+#: fusion-nb answering as the seed's echo does (the text block alone: no output schema, no structured content)
+TEXT_ECHO = "fusion-nb serve_stdio, text only (the seed's answer)"
 #: the seed framework's figures (MCP Fusion 3.1.31 on Node, TS SDK client over stdio): (p50 ms, calls/s at 32)
 ANCHORS = {
     "MCP Fusion (seed, SPEC section 14)": (0.073, 17_225),
@@ -114,6 +119,19 @@ def fusion_app() -> Any:
     @app.f.query("echo").with_string("text").returns(EchoOut).handle
     async def echo(input: Any, ctx: Any) -> EchoOut:
         return EchoOut(result=input.text)
+
+    return app
+
+
+def fusion_text_app() -> Any:
+    """The echo tool answering as MCP Fusion's does: one text block ``{"result": ...}``, nothing structured."""
+    from fusion_nb import Fusion
+
+    app = Fusion("bench-fusion-text")
+
+    @app.f.query("echo").with_string("text").handle
+    async def echo(input: Any, ctx: Any) -> str:
+        return json.dumps({"result": input.text})
 
     return app
 
@@ -146,10 +164,10 @@ async def on_sdk_transport(server: Any) -> None:
 def serve(target: str, backend: str) -> None:
     import anyio
 
-    if target == "fusion":
+    if target in ("fusion", "fusion-text"):
         from fusion_nb.mcp import serve_stdio
 
-        anyio.run(serve_stdio, fusion_app(), backend=backend)
+        anyio.run(serve_stdio, fusion_app() if target == "fusion" else fusion_text_app(), backend=backend)
     elif target == "fusion-sdk-transport":
         from fusion_nb.mcp import mcp_server
 
@@ -159,7 +177,7 @@ def serve(target: str, backend: str) -> None:
 
 
 def child_argv(name: str) -> list[str]:
-    target, backend = SERVERS[name]
+    target, backend = ("fusion-text", "asyncio") if name == TEXT_ECHO else SERVERS[name]
     return [sys.executable, "-u", str(HERE), "--serve", target, "--backend", backend]
 
 
@@ -475,7 +493,7 @@ def main(args: argparse.Namespace) -> None:
         if missing is not None:
             print(f"### TypeScript SDK client: skipped ({missing})\n")
         else:
-            ts_names = [*names, TS_SERVER, *([SEED_SERVER] if seed_dir is not None else [])]
+            ts_names = [*names, TEXT_ECHO, TS_SERVER, *([SEED_SERVER] if seed_dir is not None else [])]
             latencies = {name: [] for name in ts_names}
             rates = {name: [] for name in ts_names}
             for round_ in range(args.ts_rounds):
