@@ -452,7 +452,7 @@ def main(args: argparse.Namespace) -> None:
     import anyio
 
     seed_dir = seed_option(args)
-    print("### Anchor: the seed framework (not run here)\n")
+    print("### Anchor: the seed framework's quoted figures (from another machine)\n")
     print("| framework | echo p50 ms | calls/s, 32 in flight |\n|---|---:|---:|")
     for label, (p50, anchor_rate) in ANCHORS.items():
         print(f"| {label} | {p50:.3f} | {anchor_rate:,} |")

@@ -66,4 +66,4 @@ def test_the_script_runs_through_without_a_seed_build(tmp_path, where) -> None:
     assert done.returncode == 0, done.stderr
     skipped = [line for line in done.stdout.splitlines() if "MCP Fusion (seed): skipped" in line]
     assert len(skipped) == (1 if where else 0), done.stdout
-    assert "### Anchor: the seed framework (not run here)" in done.stdout
+    assert "### Anchor: the seed framework's quoted figures (from another machine)" in done.stdout
