@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, restart_note
+from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, new_token, restart_note
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_auth:
         log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
     if args.workers > 1 and WORKER_FD_ENV not in os.environ:
-        return _supervise(args, token or secrets.token_urlsafe(32))
+        return _supervise(args, token or new_token())
     return asyncio.run(_serve_http(args, token))
 
 

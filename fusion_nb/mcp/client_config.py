@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,20 @@ from typing import Any
 
 #: the environment variable a bearer token is read from (``fusion-nb serve``, ``connect``, ``%fusion serve``)
 TOKEN_ENV = "FUSION_NB_TOKEN"
+
+
+def new_token() -> str:
+    """A fresh bearer token (32 random bytes, URL-safe) that a command line can carry as it is.
+
+    ``secrets.token_urlsafe`` begins with ``-`` one time in 64, and ``--token -x...`` is then
+    read by argparse (``fusion-nb connect URL --token "$TOKEN"``) as a missing value.
+    """
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
+
+
 #: the MCP Inspector release printed (pinned: an unpinned npx resolves to 0.15 on Node 20, which has no --header);
 #: tests/interop pins and runs the same one
 INSPECTOR_VERSION = "2.12.0"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -206,7 +205,7 @@ class HttpApp(Starlette):
         elif options.tokens is not None:
             accepted = dict(options.tokens)
         else:
-            token = token if token is not None else secrets.token_urlsafe(32)
+            token = token if token is not None else client_config.new_token()
             accepted = {SINGLE_TOKEN_CLIENT: token}
         self.token: str | None = token
         self.tokens: Mapping[str, str] = accepted

@@ -81,3 +81,16 @@ async def test_a_chosen_token_stays_out_of_the_log_and_a_fixed_port_and_token_su
         claude["env"] = {"FUSION_NB_TOKEN": chosen}  # what the operator puts in
         async with host_client(claude) as client:
             assert (await client.call_tool("echo", {"text": "x"})).structured_content["text"] == "x"
+
+
+def test_a_generated_token_never_begins_with_a_dash(monkeypatch):
+    """``--token -x...`` reads as a missing value: a fresh token must be safe to pass on a command line."""
+    import secrets
+
+    from fusion_nb.mcp.client_config import new_token
+
+    draws = iter(["-starts-with-a-dash", "_fine-token"])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda size: next(draws))
+    assert new_token() == "_fine-token"
+    monkeypatch.undo()
+    assert all(not new_token().startswith("-") for _ in range(2000))
