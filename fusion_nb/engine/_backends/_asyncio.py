@@ -128,7 +128,11 @@ _new_cut = object.__new__
 
 
 def spawn_task(
-    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, Any],
+    name: str,
+    on_done: Callable[[Any], None],
+    eager: bool = False,
 ) -> asyncio.Task[Any]:
     """``AsyncioBackend.spawn`` on ``loop``.
 
@@ -137,7 +141,10 @@ def spawn_task(
     shared empty context: it reads no context variable, and a copy per task is
     memory every in-flight call would hold.
     """
-    task = loop.create_task(coro, name=name)
+    if eager:  # (Python 3.12+: the first step runs now, in the caller's turn)
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg]
+    else:
+        task = loop.create_task(coro, name=name)
     task.add_done_callback(on_done, context=_per_thread.done_context)
     return task
 
@@ -170,9 +177,7 @@ class AsyncioBackend(Backend):
     if sys.version_info >= (3, 12):
 
         def spawn_eager(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
-            task = asyncio.Task(coro, loop=_get_running_loop(), name=name, eager_start=True)
-            task.add_done_callback(on_done, context=_per_thread.done_context)
-            return task
+            return spawn_task(_get_running_loop(), coro, name, on_done, eager=True)
 
     def start_later(self, fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> Callable[[], None]:
         return _Later(fn, name).stop
