@@ -50,8 +50,12 @@ versions of what the workspace root would provide, without the docs toolchain) a
 (``docs/performance.md`` lists optimisations, no numbers): they come from a side-by-side
 run like this one.
 
-``--startup N``: spawn to first answered call of ``fusion-nb serve NOTEBOOK`` over stdio
-(median of N; the process is spawned, handshakes and calls one tool).
+``--startup N``: spawn to first answer of ``fusion-nb serve NOTEBOOK`` over stdio (median of
+N; the process is spawned, handshakes and lists its tools), interleaved with the floor under it,
+a Python that only imports the SDK (``import mcp`` runs the SDK's ``__init__``, which imports
+its client, its HTTP stack and both eras' pydantic models, none of which fusion-nb can defer),
+and, with the seed built, MCP Fusion's own start-up the same way. The table ends with
+fusion-nb's own share: the serve row minus the SDK's import.
 
 Run: ``.venv/bin/python benchmarks/stdio.py [--calls N] [--rounds N] [--in-flight N] [--startup N]
 [--ts-rounds N] [--seed-dir DIR]``.
@@ -357,8 +361,13 @@ def ts_client_figures(
 # ---- start-up ----
 
 
-def startup(notebook: Path, times: int) -> list[float]:
-    """Seconds from spawning ``fusion-nb serve NOTEBOOK`` to the answer of its first tool call."""
+#: what every start-up answering through the SDK pays first: ``import mcp`` (its ``__init__``
+#: imports the client, the HTTP server stack and both eras' pydantic models)
+SDK_IMPORT = "importing the SDK alone (python -c 'import mcp.server.lowlevel')"
+
+
+def startup_wire() -> bytes:
+    """``initialize``, ``initialized`` and ``tools/list``, as a desktop host sends them on spawn."""
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -366,20 +375,22 @@ def startup(notebook: Path, times: int) -> list[float]:
         "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
     }
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    wire = b"".join(
+    return b"".join(
         json.dumps(m).encode() + b"\n" for m in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call)
     )
-    seconds = []
-    for _ in range(times):
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "fusion_nb", "serve", str(notebook)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=child_env(),
-            cwd=str(REPO),
-        )
+
+
+def spawn_to_answer(command: list[str], wire: bytes) -> float:
+    """Seconds from spawning ``command`` to the answer of the second request in ``wire``."""
+    start = time.perf_counter()
+    with subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+        cwd=str(REPO),
+    ) as process:
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(wire)
         process.stdin.flush()
@@ -387,12 +398,54 @@ def startup(notebook: Path, times: int) -> list[float]:
         while answered < 2:
             line = process.stdout.readline()
             if not line:
-                raise EOFError("fusion-nb serve exited before answering")
+                raise EOFError(f"{command[0]} exited before answering")
             answered += '"id":' in line.decode() and '"method"' not in line.decode()
-        seconds.append(time.perf_counter() - start)
+        seconds = time.perf_counter() - start
         process.stdin.close()
         process.wait(30)
     return seconds
+
+
+def spawn_to_exit(command: list[str]) -> float:
+    """Seconds from spawning ``command`` to its exit (``SDK_IMPORT``: the floor under fusion-nb's start-up)."""
+    start = time.perf_counter()
+    subprocess.run(command, check=True, env=child_env(), cwd=str(REPO))
+    return time.perf_counter() - start
+
+
+def startup(notebook: Path, times: int, seed_dir: Path | None = None) -> dict[str, list[float]]:
+    """Start-up seconds per row, interleaved: ``fusion-nb serve NOTEBOOK`` spawn to the answer of
+    its first ``tools/list``, the SDK's import alone (spawn to exit), and the seed (when built)."""
+    wire = startup_wire()
+    rows: dict[str, Any] = {
+        f"fusion-nb serve {notebook.relative_to(REPO)}": lambda: spawn_to_answer(
+            [sys.executable, "-m", "fusion_nb", "serve", str(notebook)], wire
+        ),
+        SDK_IMPORT: lambda: spawn_to_exit([sys.executable, "-c", "import mcp.server.lowlevel"]),
+    }
+    if seed_dir is not None:
+        rows[SEED_SERVER] = lambda: spawn_to_answer(server_argv(SEED_SERVER, seed_dir), wire)
+    seconds: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(times):
+        for name, measure in rows.items():
+            seconds[name].append(measure())
+    return seconds
+
+
+def startup_table(seconds: dict[str, list[float]]) -> str:
+    """One row per start-up measured; the serve row's own share is what it adds to the SDK's import."""
+    serve = next(iter(seconds))
+    lines = [
+        f"### Start-up over stdio, spawn to first answer ({len(seconds[serve])} runs each, interleaved)",
+        "",
+        "| process | median s | min s |",
+        "|---|---:|---:|",
+    ]
+    for name, runs in seconds.items():
+        lines.append(f"| {name} | {statistics.median(runs):.3f} | {min(runs):.3f} |")
+    own = statistics.median(seconds[serve]) - statistics.median(seconds[SDK_IMPORT])
+    lines += ["", f"fusion-nb's own share (serve minus the SDK's import): {own:.3f} s"]
+    return "\n".join(lines)
 
 
 # ---- the run ----
@@ -510,11 +563,7 @@ def main(args: argparse.Namespace) -> None:
                 print(table(f"{title}, against the seed's figures", latencies, rates, args.in_flight, "seed", seed))
             print()
     if args.startup:
-        seconds = startup(REPO / args.notebook, args.startup)
-        print(
-            f"### fusion-nb serve {args.notebook} over stdio, spawn to first answer: "
-            f"median {statistics.median(seconds):.3f} s, min {min(seconds):.3f} s ({args.startup} runs)"
-        )
+        print(startup_table(startup(REPO / args.notebook, args.startup, seed_dir)))
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -67,3 +67,14 @@ def test_the_script_runs_through_without_a_seed_build(tmp_path, where) -> None:
     skipped = [line for line in done.stdout.splitlines() if "MCP Fusion (seed): skipped" in line]
     assert len(skipped) == (1 if where else 0), done.stdout
     assert "### Anchor: the seed framework's quoted figures (from another machine)" in done.stdout
+
+
+def test_startup_rows_are_measured_interleaved_and_the_table_gives_fusion_nbs_share() -> None:
+    """One real start-up of each row (no seed build here): the serve row answers, the SDK's import exits."""
+    seconds = bench_stdio.startup(ROOT / "notebooks" / "01-quickstart.ipynb", 1)
+    serve = "fusion-nb serve notebooks/01-quickstart.ipynb"
+    assert list(seconds) == [serve, bench_stdio.SDK_IMPORT]
+    assert all(len(runs) == 1 and 0 < runs[0] < 60 for runs in seconds.values())
+    text = bench_stdio.startup_table({serve: [0.70, 0.60, 0.65], bench_stdio.SDK_IMPORT: [0.50, 0.55, 0.52]})
+    assert f"| {serve} | 0.650 | 0.600 |" in text.splitlines()
+    assert text.splitlines()[-1] == "fusion-nb's own share (serve minus the SDK's import): 0.130 s"
