@@ -418,7 +418,7 @@ def startup(notebook: Path, times: int, seed_dir: Path | None = None) -> dict[st
     its first ``tools/list``, the SDK's import alone (spawn to exit), and the seed (when built)."""
     wire = startup_wire()
     rows: dict[str, Any] = {
-        f"fusion-nb serve {notebook.relative_to(REPO)}": lambda: spawn_to_answer(
+        f"fusion-nb serve {os.path.relpath(notebook, REPO)}": lambda: spawn_to_answer(
             [sys.executable, "-m", "fusion_nb", "serve", str(notebook)], wire
         ),
         SDK_IMPORT: lambda: spawn_to_exit([sys.executable, "-c", "import mcp.server.lowlevel"]),

@@ -46,6 +46,13 @@ class StartupCallRefused(BaseException):
         super().__init__(f"tool calls are not performed during headless start-up ({target})")
         self.target = target
 
+    def _render_traceback_(self) -> list[str]:
+        """One line where IPython would format a traceback (it honours this method, and formats
+        one to show the error and again to keep it in the history). Formatting those, with their
+        source context, cost ``fusion-nb serve`` more start-up than all of fusion-nb's own modules
+        for a skipped cell whose output is thrown away."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 @dataclass
 class Cell:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -51,6 +52,20 @@ def test_check_reports_cells_and_tools_and_never_performs_a_demo_call(tmp_path):
         line = next(line for line in lines if f"cell  {number}" in line)
         assert "skipped" in line and f"calls tool '{tool}'" in line
     assert "billing.refund  [destructive]" in done.stdout and '"id"' in done.stdout
+
+
+def test_a_refused_call_is_one_line_of_cell_output_not_a_formatted_traceback(tmp_path):
+    """IPython formats a traceback twice per failing cell (to show, and to keep in the history):
+    for a skipped demo cell that was most of ``fusion-nb serve``'s own start-up (issue 27)."""
+    done = run_cli("check", str(DATA / "destructive.ipynb"), "--verbose", FUSION_NB_TEST_LEDGER=str(tmp_path / "l"))
+    assert done.returncode == 0, done.stderr
+    refused = [line for line in done.stderr.splitlines() if line.startswith("StartupCallRefused: ")]
+    assert refused[:3] == [
+        "StartupCallRefused: tool calls are not performed during headless start-up (tool 'billing.refund')",
+        "StartupCallRefused: tool calls are not performed during headless start-up (tool 'billing.refund')",
+        "StartupCallRefused: tool calls are not performed during headless start-up (tool 'wipe')",
+    ]
+    assert not re.search(r"^StartupCallRefused\s+Traceback", done.stderr, re.MULTILINE), done.stderr[:2000]
 
 
 def test_check_json(tmp_path):

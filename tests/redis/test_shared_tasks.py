@@ -124,8 +124,14 @@ async def test_a_question_asked_on_a_is_answered_on_b(redis_server):
 
 
 async def test_the_tasks_of_a_worker_whose_lease_lapsed_turn_failed(redis_server):
-    async with two_workers(redis_server.url) as (a, b, store_a):
+    async with two_workers(redis_server.url, lease=60) as (a, b, store_a):  # (no renewal for 20 s)
         task = await a.start("alice", "stuck")
+        with anyio.fail_after(5):
+            while task.status_message != "entered":
+                await task.wait_change()
+        # every write of A's own task renews A's lease, so a write still queued when the key
+        # is pulled would bring the lease back (the task then stays "working" on B)
+        await store_a.written(task)
         async with aioredis.Redis.from_url(redis_server.url) as raw:  # as if A died: its lease key lapses
             assert await raw.delete(f"fusion-nb:shared-tasks:worker:{store_a.worker}") == 1
         copy = await b.find("alice", task.id)
