@@ -9,7 +9,8 @@
   retries even a POST on another worker: nothing was sent) and closes each connection
   after its response. A request already on its way on an open connection is served, not
   refused: a balancer may not retry a POST it has sent (it could have run), so a ``503``
-  there would reach the client.
+  there would reach the client. For the same reason idle keep-alive connections are
+  closed only once quiet, not as the drain begins (``drain``).
 
 ``drain`` is what SIGTERM (and Ctrl-C) start: refuse new work, give the calls in
 flight ``drain_timeout`` seconds to finish, cancel the rest (``Fusion.aclose``: their
@@ -166,17 +167,24 @@ class HttpService:
         self._drain_task = asyncio.get_running_loop().create_task(self.drain(), name="fusion-nb drain")
 
     async def drain(self) -> None:
-        """Take no new connection, let calls finish up to ``drain_timeout``, cancel the rest, stop."""
+        """Take no new connection, let calls finish up to ``drain_timeout``, cancel the rest, stop.
+
+        Within the same deadline it also waits until the idle keep-alive connections are
+        quiet (a balancer may still send one request on each: served, then closed) and
+        only then closes them: closed under a request nginx had just sent, that call
+        would fail with a 502 (``uvicorn_server.InLoopServer.idle_quiet``).
+        """
         self.service.draining = True
         self.uvicorn.stop_accepting()  # (idempotent; begin_drain did it already when a signal started this)
         deadline = time.monotonic() + self.drain_timeout
-        while self.app.active_calls and time.monotonic() < deadline:
+        while (self.app.active_calls or not self.uvicorn.idle_quiet()) and time.monotonic() < deadline:
             await anyio.sleep(0.02)
         left = len(self.app.active_calls)
         if left:
             self.log(f"cancelling {left} call(s) still running after {self.drain_timeout:g} s")
             await self.app.aclose()  # handlers' cleanup runs, bounded by the app's grace
         await self.service.wait_idle(5.0)  # the answers (CANCELLED included) leave before the sockets close
+        self.uvicorn.close_idle()
         self.uvicorn.should_exit = True
 
 

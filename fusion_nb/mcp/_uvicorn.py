@@ -96,9 +96,13 @@ class ConnectionLimits:
 class Connections:
     """What the connections of one server share: the limits, who is open, the refusal log.
 
-    ``close_idle`` is how a draining server lets a balancer go elsewhere: its idle
-    keep-alive connections close now, busy ones once their response is sent, so no new
-    request is sent to it on a connection it already had.
+    How a draining server lets a balancer go elsewhere without failing a call: ``drain``,
+    then ``close_idle`` once ``quiet``. An idle keep-alive connection is not closed when
+    the drain begins: a balancer may already be sending a request on it (nginx has not
+    yet read the close), and a POST it has sent it does not retry elsewhere (it could
+    have run), so the client would get a 502. Kept, such a connection carries at most one
+    more request, answered and then closed; once none has carried one for a moment the
+    rest are closed.
     """
 
     limits: ConnectionLimits
@@ -106,10 +110,20 @@ class Connections:
     open: set[_Guard] = field(default_factory=set)
     closing: bool = False
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+    #: the loop time the last request began to arrive on any connection
+    last_request: float = 0.0
+
+    def drain(self) -> None:
+        """From now on no connection outlives its current response; none is opened (503)."""
+        self.closing = True
+
+    def quiet(self, now: float, seconds: float) -> bool:
+        """Whether the idle connections may close now: none is open, or none carried a request for ``seconds``."""
+        return not any(connection.idle for connection in self.open) or now - self.last_request >= seconds
 
     def close_idle(self) -> None:
-        """From now on no connection outlives its current response; idle ones close at once."""
-        self.closing = True
+        """``drain``, and close the idle connections now (busy ones close after their response)."""
+        self.drain()
         for connection in list(self.open):
             connection.close_if_idle()
 
@@ -174,6 +188,8 @@ class _Guard:
     def data_received(self, data: bytes) -> None:
         reading_head = self._pending == 0
         if reading_head:
+            if self._raw == 0:
+                self.board.last_request = self.loop.time()
             self._raw += len(data)
         super().data_received(data)  # type: ignore[misc]
         if reading_head and self._pending == 0 and self._raw > self.board.limits.max_header_bytes:
@@ -195,13 +211,18 @@ class _Guard:
         else:
             self._refuse(self._refusal)
 
+    @property
+    def idle(self) -> bool:
+        """Open with nothing of a request received: a keep-alive connection between requests."""
+        return self._pending == 0 and self._raw == 0 and not self.transport.is_closing()
+
     def close_if_idle(self) -> None:
         """Close now if nothing of a request has arrived (see ``Connections.close_idle``).
 
         One whose next request is half received is closed after answering it instead:
         closing it now would lose a request the client already sent.
         """
-        if self._pending == 0 and self._raw == 0 and not self.transport.is_closing():
+        if self.idle:
             self._disarm()
             self.transport.close()
 

@@ -30,6 +30,10 @@ from ._uvicorn import ConnectionLimits, Connections, guarded_protocol, quiet_log
 __all__ = ["DRAIN_SECONDS", "ConnectionLimits", "InLoopServer", "in_loop_server", "listening_socket", "streams_ender"]
 
 
+#: how long no kept connection may have carried a request before a drain closes the idle ones
+QUIET_SECONDS = 0.5
+
+
 class InLoopServer(uvicorn.Server):
     """A ``uvicorn.Server`` that does not capture signals; stop it with ``should_exit = True``.
 
@@ -66,12 +70,22 @@ class InLoopServer(uvicorn.Server):
         finds the port closed (connection refused), which nginx may retry on another
         worker even for a POST, because nothing was sent; a ``503`` to a POST it may not
         retry (that request could have run). The listening socket closes in this process
-        only; other workers sharing it keep accepting.
+        only; other workers sharing it keep accepting. Idle keep-alive connections stay
+        open (see ``_uvicorn.Connections``): ``close_idle`` closes them once ``idle_quiet``.
         """
         for server in getattr(self, "servers", ()):  # set by uvicorn's startup
             server.close()
         if self.connections is not None:
-            self.connections.close_idle()
+            self.connections.drain()
+
+    def idle_quiet(self) -> bool:
+        """Whether the idle connections kept by a drain may close now (``QUIET_SECONDS`` without a request)."""
+        return self.connections is None or self.connections.quiet(asyncio.get_running_loop().time(), QUIET_SECONDS)
+
+    def close_idle(self) -> None:
+        """Close the idle keep-alive connections now (after ``stop_accepting``, once ``idle_quiet``)."""
+        if self.connections is not None:
+            self.connections.drain()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop: first ``before_drain``, then uvicorn's drain (``DRAIN_SECONDS``) and lifespan end."""
