@@ -85,7 +85,7 @@ class InLoopServer(uvicorn.Server):
     def close_idle(self) -> None:
         """Close the idle keep-alive connections now (after ``stop_accepting``, once ``idle_quiet``)."""
         if self.connections is not None:
-            self.connections.drain()
+            self.connections.close_idle()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop: first ``before_drain``, then uvicorn's drain (``DRAIN_SECONDS``) and lifespan end."""

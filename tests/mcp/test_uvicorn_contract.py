@@ -190,31 +190,34 @@ async def test_a_drain_answers_a_request_on_a_kept_idle_connection_and_closes_th
     A balancer may be sending on one already (nginx under load had not yet read the close)
     and does not retry a POST it has sent, so closing them as the drain begins failed such
     calls with a 502 (tests/cli/test_nginx.py, once in a clean-clone CI run). Kept, one
-    carries its request, answered, then closes; ``close_idle`` closes the rest.
+    carries its request, answered, then closes; ``close_idle`` closes the rest. (The idle
+    deadline is longer than every wait here: only ``close_idle`` can close that one.)
     """
-    async with serving(http) as (port, server):
+    async with serving(http, header_timeout=60) as (port, server):
         used_reader, used_writer = await asyncio.open_connection("127.0.0.1", port)
         idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
-        with anyio.fail_after(10):
-            while not server.connections or len(server.connections.open) < 2:  # both accepted
-                await asyncio.sleep(0.01)
-        server.stop_accepting()
-        with pytest.raises(ConnectionRefusedError):
-            await asyncio.open_connection("127.0.0.1", port)
-        used_writer.write(HEAD + b"\r\n")  # a keep-alive request, sent after the drain began
-        with anyio.fail_after(10):
-            answer = await used_reader.read()  # answered, then closed by the server
-        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
-        board = server.connections
-        assert [connection.idle for connection in board.open] == [True]  # the other one is still open
-        last = board.last_request
-        assert not board.quiet(last + 0.1, 0.5) and board.quiet(last + 0.5, 0.5)
-        server.close_idle()
-        with anyio.fail_after(10):
-            assert await idle_reader.read() == b""  # closed by the server, with nothing to answer
-        assert board.quiet(last, 0.5)  # nothing idle left: quiet at once
-        for writer in (used_writer, idle_writer):
-            writer.close()
+        try:
+            with anyio.fail_after(10):
+                while not server.connections or len(server.connections.open) < 2:  # both accepted
+                    await asyncio.sleep(0.01)
+            server.stop_accepting()
+            with pytest.raises(ConnectionRefusedError):
+                await asyncio.open_connection("127.0.0.1", port)
+            used_writer.write(HEAD + b"\r\n")  # a keep-alive request, sent after the drain began
+            with anyio.fail_after(10):
+                answer = await used_reader.read()  # answered, then closed by the server
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+            board = server.connections
+            assert [connection.idle for connection in board.open] == [True]  # the other one is still open
+            last = board.last_request
+            assert not board.quiet(last + 0.1, 0.5) and board.quiet(last + 0.5, 0.5)
+            server.close_idle()
+            with anyio.fail_after(10):
+                assert await idle_reader.read() == b""  # closed by the server, with nothing to answer
+            assert board.quiet(last, 0.5)  # nothing idle left: quiet at once
+        finally:  # (a failure above must not leave these to the garbage collector of a later test)
+            used_writer.close()
+            idle_writer.close()
 
 
 def test_accept_errors_are_one_line_per_interval_and_other_errors_pass_through(caplog):
