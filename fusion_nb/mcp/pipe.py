@@ -70,6 +70,7 @@ from mcp_types import (
     RequestId,
 )
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic_core import PydanticSerializationError, to_json
 
 from ..engine import Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
@@ -141,6 +142,7 @@ class LineReader:
         self._oversized: Oversized | None = None
         self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
         self._watch: ReadWatch | None = None
+        self._drained = False  # the last read took less than asked: the pipe was empty then
 
     @property
     def buffered(self) -> int:
@@ -206,6 +208,8 @@ class LineReader:
         return oversized
 
     async def _fill(self) -> None:
+        if self._drained:  # a read now would most likely only say "nothing yet": wait for the peer first
+            await self._readable()
         while True:
             try:
                 chunk = os.read(self.fd, _CHUNK)
@@ -216,6 +220,8 @@ class LineReader:
                 chunk = b""
             if self._regular:
                 await anyio.lowlevel.checkpoint()
+            else:
+                self._drained = len(chunk) < _CHUNK
             if chunk:
                 self._buffer += chunk
             else:
@@ -230,7 +236,9 @@ class PipeWriter:
     in the same turn (the answers of calls that ended together) wait and go out in
     one write as the turn ends: a burst costs the server and the client one system
     call and one wake-up instead of one per line, and a lone answer is not delayed
-    (``benchmarks/stdio.py`` measures both). What the pipe does not take waits here
+    (``benchmarks/stdio.py`` measures both). A line written with ``gather=False``
+    (the answer of the only call running: nothing else can end in its turn) goes
+    out without arming the turn's end, which would cost the loop one more turn. What the pipe does not take waits here
     and ``run`` (the connection's flusher) writes it as the pipe drains. ``write``
     waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe (the client
     closed its end) calls ``on_gone`` once; later writes are dropped.
@@ -257,8 +265,11 @@ class PipeWriter:
         """Whether the client is behind: more than ``_HIGH_WATER`` bytes wait for it."""
         return len(self._pending) > _HIGH_WATER
 
-    def write_nowait(self, line: bytes) -> None:
-        """Queue ``line`` (ending in a newline) after every line written before it; never waits."""
+    def write_nowait(self, line: bytes, *, gather: bool = True) -> None:
+        """Queue ``line`` (ending in a newline) after every line written before it; never waits.
+
+        ``gather=False``: no other line is expected in this loop turn (see the class).
+        """
         if self.gone:
             return
         if self._pending or self._in_turn:
@@ -271,15 +282,16 @@ class PipeWriter:
         except (BrokenPipeError, ConnectionResetError):
             self._broke()
             return
-        self._in_turn = True
-        current_backend().call_soon(self._end_turn)
+        if gather:
+            self._in_turn = True
+            current_backend().call_soon(self._end_turn)
         if written < len(line):
             self._pending += line[written:]
             self._block()
 
-    async def write(self, line: bytes) -> None:
+    async def write(self, line: bytes, *, gather: bool = True) -> None:
         """``write_nowait``, then wait while the client is behind."""
-        self.write_nowait(line)
+        self.write_nowait(line, gather=gather)
         if self._pending:
             await self.wait_for_room()
 
@@ -353,17 +365,15 @@ class PipeWriter:
 
 
 def _encode(message: Mapping[str, Any]) -> bytes:
-    """One message as a line of UTF-8 JSON; lone surrogates (UTF-8 cannot carry them) become U+FFFD."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # NaN or infinity: JSON has none (the SDK's pydantic writes null)
-        import pydantic_core
+    """One message as a line of UTF-8 JSON; lone surrogates (UTF-8 cannot carry them) become U+FFFD.
 
-        return pydantic_core.to_json(message).decode().encode("utf-8", "surrogatepass") + b"\n"
+    pydantic-core writes it (the SDK's own transports do too): a fifth of ``json.dumps``'s
+    time on an answer, and NaN or infinity, which JSON has none of, as ``null``.
+    """
     try:
-        return text.encode() + b"\n"
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode() + b"\n"
+        return to_json(message, inf_nan_mode="null") + b"\n"
+    except PydanticSerializationError:  # a lone surrogate (or what is not JSON data at all)
+        return to_json(without_surrogates(message), inf_nan_mode="null") + b"\n"
 
 
 def without_surrogates(value: Any) -> Any:
@@ -707,7 +717,8 @@ class PipeConnection:
             await call  # inline, as the SDK's loop does: a pipelined next request sees the handshake done
         else:
             # its first step at once where the loop can: a quick call answers without a loop turn of its own
-            current_backend().spawn_eager(call, "fusion-nb stdio call", _ended)
+            # (no done callback: ``_serve``'s ``finally`` counts it, and nothing cancels it before it starts)
+            current_backend().spawn_eager(call, "fusion-nb stdio call", None)
 
     async def _open(self, method: str, params: dict[str, Any] | None) -> None:
         """The first request fixes the era; the notifications before it are replayed into it."""
@@ -758,7 +769,7 @@ class PipeConnection:
                 with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                     await self.writer.write(_encode(answer))
                 return
-            await self.writer.write(_encode(answer))
+            await self.writer.write(_encode(answer), gather=self._running > 1)
         finally:
             self._running -= 1
             if not self._running and self._idle is not None:
@@ -830,10 +841,6 @@ class PipeConnection:
             except ValueError:
                 self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
         arrived.set()
-
-
-def _ended(job: object) -> None:
-    """A call's task ended (``_serve`` itself kept the count and wrote the answer)."""
 
 
 def _short(exc: BaseException) -> str:

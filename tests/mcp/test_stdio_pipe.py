@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import anyio
@@ -235,11 +235,21 @@ async def test_a_quick_call_is_answered_before_the_next_line_is_read_where_calls
         assert order == ([2, None] if starts_eagerly(anyio_backend_name) else [None, 2]), (first, second)
 
 
-async def test_lines_written_in_one_loop_turn_after_the_first_go_out_together_at_its_end():
+@contextmanager
+def non_blocking_pipe() -> Iterator[tuple[int, int]]:
+    """A pipe, both ends non-blocking, closed on exit."""
     read_end, write_end = os.pipe()
     os.set_blocking(read_end, False)
     os.set_blocking(write_end, False)
     try:
+        yield read_end, write_end
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+async def test_lines_written_in_one_loop_turn_after_the_first_go_out_together_at_its_end():
+    with non_blocking_pipe() as (read_end, write_end):
         writer = PipeWriter(write_end, lambda: None)
         async with anyio.create_task_group() as group:
             group.start_soon(writer.run)
@@ -258,9 +268,6 @@ async def test_lines_written_in_one_loop_turn_after_the_first_go_out_together_at
             writer.write_nowait(b"next turn\n")  # a new turn: straight out again
             assert os.read(read_end, 1024) == b"next turn\n"
             group.cancel_scope.cancel()
-    finally:
-        os.close(read_end)
-        os.close(write_end)
 
 
 async def test_requests_read_with_the_end_of_input_are_answered_or_cancelled_at_their_first_wait(app):
@@ -280,3 +287,33 @@ async def test_requests_read_with_the_end_of_input_are_answered_or_cancelled_at_
         with anyio.fail_after(10):
             await connection.finished.wait()
         assert app.cleanups == ["linger"]  # entered, cancelled at its first wait, cleaned up
+
+
+async def test_a_line_written_ungathered_arms_no_turn_end_so_the_next_goes_straight_out_too():
+    """The answer of the only call running (``gather=False``) costs the loop no turn after it."""
+    with non_blocking_pipe() as (read_end, write_end):
+        writer = PipeWriter(write_end, lambda: None)
+        writer.write_nowait(b"lone\n", gather=False)
+        assert os.read(read_end, 1024) == b"lone\n"
+        writer.write_nowait(b"then\n")  # no turn armed by the first: straight out, then gathering again
+        writer.write_nowait(b"gathered\n")
+        assert os.read(read_end, 1024) == b"then\n"
+        assert writer.waiting == len(b"gathered\n")
+        with anyio.fail_after(5):
+            while writer.waiting:  # out as that turn ends
+                await anyio.lowlevel.checkpoint()
+        assert os.read(read_end, 1024) == b"gathered\n"
+
+
+async def test_nan_and_infinity_in_a_message_go_out_as_null_never_as_bare_nan(app):
+    """JSON has no NaN: a bare ``NaN`` on the line is one no client can parse (its call would never settle)."""
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        await connection.notify("notifications/message", {"level": "info", "data": [float("nan"), float("-inf"), 1.5]})
+        with anyio.fail_after(10):
+            line = await peer.lines.next()
+        assert isinstance(line, bytes)
+        assert json.loads(line, parse_constant=lambda name: pytest.fail(f"bare {name} on the wire"))["params"] == {
+            "level": "info",
+            "data": [None, None, 1.5],
+        }

@@ -104,15 +104,18 @@ class Backend(ABC):
         """A one-shot event of this loop (made per waited call: cheap matters)."""
 
     @abstractmethod
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None] | None) -> Cancellable:
         """Run ``coro`` detached (it outlives the caller) in a copy of the context; ``on_done(job)`` once it ended.
 
         ``job`` is what this returns: what cancels the task (it may still clean up).
         ``on_done`` runs on the loop whatever the outcome, also for a task cancelled
-        before its first step.
+        before its first step. ``None``: the caller's own ``finally`` is enough (nothing
+        cancels the task before it starts); on asyncio that saves a loop callback.
         """
 
-    def spawn_eager(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+    def spawn_eager(
+        self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None] | None
+    ) -> Cancellable:
         """``spawn``, with the task's first step taken at once, in the caller's turn, where the loop can.
 
         Work that never suspends (a quick call) then ends without a loop turn of its

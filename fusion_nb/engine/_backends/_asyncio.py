@@ -131,7 +131,7 @@ def spawn_task(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
     name: str,
-    on_done: Callable[[Any], None],
+    on_done: Callable[[Any], None] | None,
     eager: bool = False,
 ) -> asyncio.Task[Any]:
     """``AsyncioBackend.spawn`` on ``loop``.
@@ -145,7 +145,8 @@ def spawn_task(
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg]
     else:
         task = loop.create_task(coro, name=name)
-    task.add_done_callback(on_done, context=_per_thread.done_context)
+    if on_done is not None:
+        task.add_done_callback(on_done, context=_per_thread.done_context)
     return task
 
 
@@ -171,12 +172,14 @@ class AsyncioBackend(Backend):
         # ``anyio.Event()`` looks the backend up on every construction; this is made per waited call
         return LoopFlag(_get_running_loop())
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None] | None) -> Cancellable:
         return spawn_task(_get_running_loop(), coro, name, on_done)
 
     if sys.version_info >= (3, 12):
 
-        def spawn_eager(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+        def spawn_eager(
+            self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None] | None
+        ) -> Cancellable:
             return spawn_task(_get_running_loop(), coro, name, on_done, eager=True)
 
     def start_later(self, fn: Callable[[], Coroutine[Any, Any, Any]], name: str) -> Callable[[], None]:

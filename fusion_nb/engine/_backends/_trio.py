@@ -83,7 +83,7 @@ class TrioBackend(Backend):
     def new_event(self) -> trio.Event:
         return trio.Event()
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None]) -> Cancellable:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, on_done: Callable[[Any], None] | None) -> Cancellable:
         scope = trio.CancelScope()
 
         async def in_scope() -> None:
@@ -94,7 +94,8 @@ class TrioBackend(Backend):
                     except Exception:  # (an exception leaving a system task would crash the run)
                         log.exception("fusion-nb background task %s failed", name)
             finally:
-                on_done(scope)
+                if on_done is not None:
+                    on_done(scope)
 
         trio.lowlevel.spawn_system_task(in_scope, name=name, context=contextvars.copy_context())
         return scope
