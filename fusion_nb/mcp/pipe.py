@@ -769,7 +769,9 @@ class PipeConnection:
                 with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                     await self.writer.write(_encode(answer))
                 return
-            await self.writer.write(_encode(answer), gather=self._running > 1)
+            # alone: no other call runs, and no line read but not yet served could start one this turn
+            alone = self._running == 1 and not self.reader.buffered
+            await self.writer.write(_encode(answer), gather=not alone)
         finally:
             self._running -= 1
             if not self._running and self._idle is not None:
