@@ -237,9 +237,10 @@ class PipeWriter:
     one write as the turn ends: a burst costs the server and the client one system
     call and one wake-up instead of one per line, and a lone answer is not delayed
     (``benchmarks/stdio.py`` measures both). A line written with ``gather=False``
-    (the answer of the only call running: nothing else can end in its turn) goes
-    out without arming the turn's end, which would cost the loop one more turn. What the pipe does not take waits here
-    and ``run`` (the connection's flusher) writes it as the pipe drains. ``write``
+    (the answer of the only call running, with no line read and still unserved:
+    nothing else can end in its turn) goes out without arming the turn's end, which
+    would cost the loop one more turn. What the pipe does not take waits here and
+    ``run`` (the connection's flusher) writes it as the pipe drains. ``write``
     waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe (the client
     closed its end) calls ``on_gone`` once; later writes are dropped.
     """
@@ -367,8 +368,9 @@ class PipeWriter:
 def _encode(message: Mapping[str, Any]) -> bytes:
     """One message as a line of UTF-8 JSON; lone surrogates (UTF-8 cannot carry them) become U+FFFD.
 
-    pydantic-core writes it (the SDK's own transports do too): a fifth of ``json.dumps``'s
-    time on an answer, and NaN or infinity, which JSON has none of, as ``null``.
+    pydantic-core writes it, as the SDK's own transports do: quicker than ``json.dumps``
+    (whose keyword arguments build an encoder per call), and NaN or infinity, which
+    JSON has none of, as ``null`` (never a bare ``NaN`` no client can parse).
     """
     try:
         return to_json(message, inf_nan_mode="null") + b"\n"
