@@ -7,7 +7,7 @@ docs/architecture.md for the modules in import order and one call followed throu
 
 from ._app import App, EngineStats, gating_calls
 from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
-from ._backends import Backend, Cancellable, Interruptible, ReadWatch, current_backend
+from ._backends import Backend, Cancellable, Event, Interruptible, ReadWatch, current_backend
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
@@ -89,6 +89,7 @@ __all__ = [
     "Context",
     "DeferToClient",
     "EngineStats",
+    "Event",
     "InputAction",
     "InputChannel",
     "InputQuestion",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
@@ -130,6 +131,42 @@ async def test_a_read_watch_wakes_per_readable_wait_until_closed(anyio_backend_n
         watch.close()  # idempotent
         if anyio_backend_name == "asyncio":
             assert not asyncio.get_running_loop().remove_reader(read_fd), "the descriptor stayed registered"
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+async def test_a_read_watch_calls_back_while_readable_until_paused_where_the_loop_can(anyio_backend_name):
+    """asyncio runs the callback in its readiness turn (level-triggered); trio has no such callback: it says so."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    try:
+        watch = current_backend().watch_readable(read_fd)
+        read: list[bytes] = []
+        called = anyio.Event()
+
+        def on_readable() -> None:
+            with suppress(BlockingIOError):
+                read.append(os.read(read_fd, 1))
+            if len(read) == 2:
+                watch.pause()  # from inside the callback, as a pipe's reader hands over to its task
+                called.set()
+
+        if not watch.call_when_readable(on_readable):
+            assert anyio_backend_name == "trio"
+            watch.pause()  # a no-op
+            return
+        os.write(write_fd, b"ab!")
+        with anyio.fail_after(10):
+            await called.wait()
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        assert read == [b"a", b"b"]  # one byte per turn while readable, then paused with "!" unread
+        with anyio.fail_after(10):
+            await watch.wait()  # waiting works after the callbacks
+        assert os.read(read_fd, 1) == b"!"
+        watch.close()
+        assert not asyncio.get_running_loop().remove_reader(read_fd), "the descriptor stayed registered"
     finally:
         os.close(read_fd)
         os.close(write_fd)

@@ -137,6 +137,25 @@ async def test_garbage_lines_get_one_error_line_each_and_the_connection_serves_o
         assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
 
 
+async def test_lines_only_the_lenient_parser_reads_are_served_as_json_loads_reads_them(app):
+    """pydantic-core parses first and refuses some lines json.loads reads; those are served all the same."""
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        deep: Any = "d"
+        for _ in range(300):  # pydantic-core stops at 200 levels
+            deep = [deep]
+        lines = {
+            "bom": b"\xef\xbb\xbf" + json.dumps(call("bom", "echo", {"text": "b"})).encode(),
+            "latin-1": json.dumps(call("latin-1", "echo", {"text": "caf_"})).encode().replace(b"caf_", b"caf\xe9"),
+            "deep": json.dumps({**call("deep", "echo", {"text": "d"}), "extra": deep}).encode(),
+        }
+        for request_id, line in lines.items():
+            await peer.write(line + b"\n")
+            reply = await peer.receive()
+            assert reply["id"] == request_id and "result" in reply, reply
+        assert reply["result"]["structuredContent"] == {"result": "d"}
+
+
 async def test_a_huge_line_is_skipped_with_one_error_line_for_its_id(app):
     async with serving(app, max_line_bytes=64 * 1024) as (peer, connection):
         await peer.handshake()
@@ -233,6 +252,49 @@ async def test_a_quick_call_is_answered_before_the_next_line_is_read_where_calls
         first, second = await peer.receive(), await peer.receive()
         order = [first["id"], second["id"]]
         assert order == ([2, None] if starts_eagerly(anyio_backend_name) else [None, 2]), (first, second)
+
+
+async def test_on_asyncio_the_loops_readiness_callback_serves_the_lines_and_the_reader_task_sleeps(
+    app, anyio_backend_name, monkeypatch
+):
+    """asyncio: the loop's readiness callback reads and starts each call (a woken reader task would run one loop
+    turn later); the task takes over only for what must wait, here a notification for the server. trio: it reads."""
+    server_fills: list[int] = []
+    real_fill = LineReader.fill
+
+    async def fill(reader: LineReader) -> None:
+        if reader is connection.reader:
+            server_fills.append(1)
+        await real_fill(reader)
+
+    monkeypatch.setattr(LineReader, "fill", fill)
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        for request_id in range(2, 6):
+            assert (await peer.echo(request_id))["id"] == request_id
+            await peer.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        assert (await peer.echo("last"))["id"] == "last"
+        if anyio_backend_name == "asyncio":
+            assert server_fills == []
+        else:
+            assert len(server_fills) >= 5
+
+
+async def test_a_defect_while_serving_a_line_comes_out_of_run_never_a_hang(app, monkeypatch):
+    """Whether the loop's readiness callback or the reader task meets it, the error ends the connection."""
+
+    def broken(self: PipeConnection, message: dict[str, Any]) -> None:
+        raise RuntimeError("a defect in the reader")
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        async with serving(app) as (peer, _):
+            await peer.handshake()
+            await peer.echo(2)
+            monkeypatch.setattr(PipeConnection, "_start", broken)
+            await peer.send(call(3, "echo", {"text": "x"}))
+            with anyio.fail_after(10):
+                await anyio.sleep_forever()
+    assert raised.group_contains(RuntimeError, match="a defect in the reader", depth=None)
 
 
 @contextmanager

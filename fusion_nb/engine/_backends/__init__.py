@@ -83,6 +83,21 @@ class ReadWatch(ABC):
     async def wait(self) -> None:
         """Return once the descriptor is readable (or at end of input); cancellable."""
 
+    def call_when_readable(self, callback: Callable[[], None]) -> bool:
+        """Have the loop run ``callback()`` in each turn the descriptor is readable, until ``pause``.
+
+        The callback reads in the loop's own readiness turn, where a waiting task
+        would only be woken one turn later (a pipe's reader saves one loop turn per
+        message). Readiness is level-triggered and may be stale: the callback must
+        read non-blocking. ``False`` where the loop has no such callbacks (trio):
+        ``wait`` instead. A later ``wait`` ends the callbacks too.
+        """
+        return False
+
+    def pause(self) -> None:
+        """Stop running the ``call_when_readable`` callback (a no-op when none runs)."""
+        return  # where ``call_when_readable`` says False, no callback ever runs
+
     @abstractmethod
     def close(self) -> None:
         """Stop watching (the descriptor stays open: it is not the watch's to close)."""

@@ -235,18 +235,19 @@ class AsyncioBackend(Backend):
 class FdWatch(ReadWatch):
     """``AsyncioBackend.watch_readable``: the loop's reader callback, registered on the first wait."""
 
-    __slots__ = ("_fd", "_loop", "_registered", "_waiter")
+    __slots__ = ("_calling", "_fd", "_loop", "_registered", "_waiter")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         self._loop = loop
         self._fd = fd
         self._registered = False
+        self._calling = False  # what is registered is a ``call_when_readable`` callback, not ``_ready``
         self._waiter: asyncio.Future[None] | None = None
 
     async def wait(self) -> None:
-        if not self._registered:
+        if not self._registered or self._calling:
             self._loop.add_reader(self._fd, self._ready)
-            self._registered = True
+            self._registered, self._calling = True, False
         self._waiter = self._loop.create_future()
         try:
             await self._waiter
@@ -258,10 +259,19 @@ class FdWatch(ReadWatch):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def call_when_readable(self, callback: Callable[[], None]) -> bool:
+        self._loop.add_reader(self._fd, callback)
+        self._registered = self._calling = True
+        return True
+
+    def pause(self) -> None:
+        if self._calling:
+            self.close()
+
     def close(self) -> None:
         if self._registered:
             self._loop.remove_reader(self._fd)
-            self._registered = False
+            self._registered = self._calling = False
 
 
 class _Later:
