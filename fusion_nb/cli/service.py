@@ -210,7 +210,11 @@ def log_to_stderr(message: str) -> None:
     """The service's progress lines: one per event, on stderr, prefixed like the CLI's.
 
     A closed stderr (the terminal or the supervisor went away) must never stop a
-    drain half-way, so a failed write is dropped.
+    drain half-way, so a failed write is dropped. The line and its newline go in one
+    write: workers share the supervisor's stderr, and with ``PYTHONUNBUFFERED`` (as
+    containers often set it) ``print`` writes the newline apart, so two workers'
+    lines could run together.
     """
     with contextlib.suppress(OSError, ValueError):
-        print(f"fusion-nb: {message}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"fusion-nb: {message}\n")
+        sys.stderr.flush()

@@ -131,3 +131,21 @@ def test_a_cell_reading_stdin_fails_instead_of_eating_the_wire(tmp_path):
     assert done.returncode == 1
     assert "cell 1 ('name = input(\"Name? \")'): EOFError" in done.stderr
     assert done.stdout == ""
+
+
+def test_progress_lines_of_processes_sharing_stderr_never_run_together():
+    """Workers share the supervisor's stderr, often unbuffered (``PYTHONUNBUFFERED``): each line is one write."""
+    import os
+    import subprocess
+
+    script = "from fusion_nb.cli.service import log_to_stderr\nfor i in range(3000): log_to_stderr(f'worker {i} ready')"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    read_end, write_end = os.pipe()
+    workers = [subprocess.Popen([sys.executable, "-c", script], stderr=write_end, env=env) for _ in range(2)]
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as shared:
+        lines = shared.read().decode().splitlines()
+    assert [worker.wait(timeout=60) for worker in workers] == [0, 0]
+    assert len(lines) == 6000
+    malformed = [line for line in lines if not re.fullmatch(r"fusion-nb: worker \d+ ready", line)]
+    assert malformed == [], malformed[:3]

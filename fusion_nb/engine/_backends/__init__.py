@@ -24,11 +24,17 @@ log = logging.getLogger("fusion_nb")
 class Event(Protocol):
     """What the engine needs of an event: set once, checked, awaited."""
 
-    def set(self) -> None: ...
+    def set(self) -> None:
+        """Set it (once; later calls do nothing) and wake every waiter."""
+        ...
 
-    def is_set(self) -> bool: ...
+    def is_set(self) -> bool:
+        """Whether it has been set."""
+        ...
 
-    async def wait(self) -> Any: ...
+    async def wait(self) -> Any:
+        """Return once it is set (at once if it is); cancellable."""
+        ...
 
 
 class Cancellable(Protocol):
