@@ -170,3 +170,57 @@ async def test_a_request_with_a_lone_surrogate_is_answered(raw_server):
     with anyio.fail_after(20):
         answer = await server.receive()
     assert answer["id"] == 3 and answer["result"]["structuredContent"] == {"result": "a\ufffdb"}, answer
+
+
+def test_a_person_typing_at_a_terminal_is_answered_line_by_line_and_ctrl_d_ends_it(stdio_command):
+    """stdin a terminal (``fusion-nb serve`` run by hand): each typed line is answered as Enter sends it, ^D ends."""
+    import json
+    import os
+    import pty
+    import select
+    import termios
+    import time
+
+    terminal, typed_into = pty.openpty()
+    modes = termios.tcgetattr(typed_into)
+    modes[3] &= ~termios.ECHO  # (the terminal would echo what is typed back to the person, not to the server)
+    termios.tcsetattr(typed_into, termios.TCSANOW, modes)
+    server = subprocess.Popen(
+        stdio_command.argv,
+        stdin=typed_into,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=stdio_command.cwd,
+        env=stdio_command.full_env(),
+    )
+    os.close(typed_into)
+    assert server.stdout is not None
+    answers = server.stdout
+
+    def type_line(message: dict) -> None:
+        text = json.dumps(message).encode()
+        for start in range(0, len(text), 16):  # a few keys at a time, with pauses, then Enter
+            os.write(terminal, text[start : start + 16])
+            time.sleep(0.005)
+        os.write(terminal, b"\n")
+
+    def answer() -> dict:
+        ready, _, _ = select.select([answers], [], [], 20)
+        assert ready, "no answer to a typed line within 20 s"
+        return json.loads(answers.readline())
+
+    try:
+        type_line(INITIALIZE)
+        assert answer()["id"] == 1
+        type_line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for request_id in (2, 3):
+            type_line({**ECHO, "id": request_id})
+            assert answer()["id"] == request_id
+        os.write(terminal, b"\x04")  # ^D at the start of a line: end of input
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        answers.close()
+        os.close(terminal)
