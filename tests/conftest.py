@@ -11,6 +11,10 @@ An async test gets its deadline inside its event loop (``anyio.fail_after``): it
 signal alarm cannot stop a trio test (anyio's trio runner waits for the test task that the alarm
 left running), so for async tests pytest-timeout is only a backstop, 30 s later, in thread mode:
 it dumps every thread's stack and ends the session rather than letting CI hang.
+
+Property tests (hypothesis) run under one profile: the same examples on every machine, no
+example database (a CI clone is fresh), no per-example deadline (an example runs a whole
+event loop); each test says only how many examples it takes.
 """
 
 from __future__ import annotations
@@ -22,11 +26,17 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, settings
 
 SLOW_TEST_TIMEOUT = 600  # seconds: a kernel start on a loaded 2-core CI box can take a minute
 SLOW_MARKERS = ("kernel", "browser")
 BACKSTOP_GRACE = 30  # seconds between an async test's in-loop deadline and the thread-mode backstop
 IN_LOOP_DEADLINE = pytest.StashKey[float]()
+
+settings.register_profile(
+    "fusion-nb", deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("fusion-nb")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 import pytest
 from engine_helpers import assert_idle
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusion_nb import Fusion
@@ -207,13 +207,7 @@ class Scenario:
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("verb", ["action", "mutation"])
 @pytest.mark.parametrize("kind", ["async", "sync"])
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=40)
 @given(max_active=st.integers(1, 3), max_queue=st.integers(0, 3), ops=OPERATIONS)
 def test_random_interleavings_keep_fifo_limits_and_settle_every_call_once(
     kind: str, verb: str, backend: str, max_active: int, max_queue: int, ops: list[Op]

@@ -19,7 +19,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from fusion_mcp_testapp import make_app
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from stdio_serving import INITIALIZE
 
@@ -117,13 +117,7 @@ def drain(fd: int) -> bytes:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-@settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=100)
 @given(
     kinds=st.lists(KINDS, max_size=24),
     cuts=st.lists(st.integers(0, 12_000), max_size=12),

@@ -594,13 +594,7 @@ def test_generated_requests(attacker: Attacker, budget: Any) -> None:
     count = [0]
 
     @seed(15)
-    @settings(
-        max_examples=budget.generated_requests,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @settings(max_examples=budget.generated_requests, suppress_health_check=list(HealthCheck))
     @given(request=generated_requests())
     def probe(request: tuple[str, str | bytes]) -> None:
         era, body = request
