@@ -136,6 +136,8 @@ class TerminalInputChannel(InputChannel):
             ready, _, _ = select.select([fd], [], [], POLL)
             if not ready:
                 continue
+            if dropped.is_set():  # taken back during the wait: what is ready now is typed at IPython's prompt
+                raise Dropped()
             blocking = os.get_blocking(fd)
             os.set_blocking(fd, False)
             try:
