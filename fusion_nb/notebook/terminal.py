@@ -21,6 +21,7 @@ import os
 import select
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import anyio
@@ -122,38 +123,60 @@ class TerminalInputChannel(InputChannel):
     def _line(self, prompt: str, dropped: Any) -> str:
         """One line from stdin, giving up once ``dropped.is_set()``; ``EOFError`` on Ctrl-D.
 
-        Reads the descriptor without blocking after ``select`` says it is readable: a
-        buffered ``readline`` could block past a cancel (a tty reports readiness on Ctrl-C
-        too), and then take the next line typed at IPython's own prompt.
+        Reads without blocking after ``select`` says stdin is readable: a blocking read
+        could outlast a cancel (a tty reports readiness on Ctrl-C too), and then take the
+        next line typed at IPython's own prompt. It reads through a descriptor of its own
+        (``_nonblocking_view``): stdin's non-blocking flag is shared with IPython's prompt,
+        whose next read would see an end of input while it is set.
         """
-        out, fd = self._out, self._in.fileno()
+        out = self._out
         out.write(prompt)
         out.flush()
         typed = b""
-        while True:
-            if dropped.is_set():
-                raise Dropped()
-            ready, _, _ = select.select([fd], [], [], POLL)
-            if not ready:
-                continue
-            if dropped.is_set():  # taken back during the wait: what is ready now is typed at IPython's prompt
-                raise Dropped()
-            blocking = os.get_blocking(fd)
-            os.set_blocking(fd, False)
-            try:
-                chunk = os.read(fd, 4096)
-            except BlockingIOError:
-                continue
-            finally:
-                os.set_blocking(fd, blocking)
-            if not chunk:
-                raise EOFError
-            typed += chunk
-            if b"\n" in typed:
-                return typed.split(b"\n", 1)[0].decode(errors="replace")
+        with _nonblocking_view(self._in.fileno()) as fd:
+            while True:
+                if dropped.is_set():
+                    raise Dropped()
+                ready, _, _ = select.select([fd], [], [], POLL)
+                if not ready:
+                    continue
+                if dropped.is_set():  # taken back during the wait: what is ready now is typed at IPython's prompt
+                    raise Dropped()
+                try:
+                    chunk = os.read(fd, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    raise EOFError
+                typed += chunk
+                if b"\n" in typed:
+                    return typed.split(b"\n", 1)[0].decode(errors="replace")
 
     def _say(self, text: str) -> None:
         print(text, file=self._out, flush=True)
+
+
+@contextlib.contextmanager
+def _nonblocking_view(fd: int) -> Iterator[int]:
+    """The terminal ``fd`` reads, opened again non-blocking (a new open file: its flags are its own); closed on exit.
+
+    Where that cannot be opened (the channel asks only at a terminal, so hardly ever),
+    ``fd`` itself is non-blocking for the while.
+    """
+    try:
+        view = os.open(os.ttyname(fd), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)
+        try:
+            yield fd
+        finally:
+            os.set_blocking(fd, blocking)
+        return
+    try:
+        yield view
+    finally:
+        os.close(view)
 
 
 class _Gone:

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from fusion_nb import Fusion, ask, require_input
+from fusion_nb import Fusion, ask, input_response, require_input
 from fusion_nb.notebook.terminal import TerminalInputChannel
 
 pytestmark = pytest.mark.anyio
@@ -17,7 +17,45 @@ async def test_without_a_tty_the_call_fails_fast_instead_of_waiting_for_typing()
 
     @app.f.action("confirm").handle
     def confirm(input, ctx):
-        return require_input.elicit("Sure?", {"ok": ask.boolean("OK")})
+        return require_input.elicit("Sure?", {"confirm": ask.boolean("OK")})
 
     result = await app.call("confirm", {})
     assert result.error is not None and result.error.code == "ELICITATION_UNSUPPORTED"
+
+
+async def test_a_question_at_a_terminal_never_switches_stdin_to_non_blocking(monkeypatch):
+    """IPython's own prompt reads the same open file: with its non-blocking flag set, even for one read by the
+    question's thread, that prompt's next read is an end of input ("Do you really want to exit?")."""
+    import os
+    import pty
+
+    terminal, typed_into = pty.openpty()
+    switched: list[tuple[int, bool]] = []
+    real_set_blocking = os.set_blocking
+
+    def set_blocking(fd: int, blocking: bool) -> None:
+        switched.append((fd, blocking))
+        real_set_blocking(fd, blocking)
+
+    monkeypatch.setattr(os, "set_blocking", set_blocking)
+    try:
+        with open(typed_into, closefd=False) as stdin, open(typed_into, "w", closefd=False) as stdout:
+            channel = TerminalInputChannel(stdin=stdin, stdout=stdout)
+            assert channel.available
+            app = Fusion("t", input_channel=channel)
+
+            @app.f.action("confirm").handle
+            def confirm(input, ctx):
+                if input_response("confirm").action == "missing":
+                    return require_input.elicit("Sure?", {"confirm": ask.boolean("OK")})
+                answer = input_response("confirm")
+                return f"{answer.action} {answer.content}"
+
+            os.write(terminal, b"y\n")  # typed ahead: the line waits in the terminal until the question reads it
+            result = await app.call("confirm", {})
+        assert result.error is None and result.value == "accept {'confirm': True}", result
+        assert [fd for fd, _ in switched if fd == typed_into] == []
+        assert os.get_blocking(typed_into)
+    finally:
+        os.close(terminal)
+        os.close(typed_into)
