@@ -126,14 +126,14 @@ class TerminalInputChannel(InputChannel):
         Reads without blocking after ``select`` says stdin is readable: a blocking read
         could outlast a cancel (a tty reports readiness on Ctrl-C too), and then take the
         next line typed at IPython's own prompt. It reads through a descriptor of its own
-        (``_nonblocking_view``): stdin's non-blocking flag is shared with IPython's prompt,
+        (``_own_descriptor``): stdin's non-blocking flag is shared with IPython's prompt,
         whose next read would see an end of input while it is set.
         """
         out = self._out
         out.write(prompt)
         out.flush()
         typed = b""
-        with _nonblocking_view(self._in.fileno()) as fd:
+        with _own_descriptor(self._in.fileno()) as (fd, own):
             while True:
                 if dropped.is_set():
                     raise Dropped()
@@ -143,7 +143,7 @@ class TerminalInputChannel(InputChannel):
                 if dropped.is_set():  # taken back during the wait: what is ready now is typed at IPython's prompt
                     raise Dropped()
                 try:
-                    chunk = os.read(fd, 4096)
+                    chunk = os.read(fd, 4096) if own else _read_switched(fd)
                 except BlockingIOError:
                     continue
                 if not chunk:
@@ -157,26 +157,31 @@ class TerminalInputChannel(InputChannel):
 
 
 @contextlib.contextmanager
-def _nonblocking_view(fd: int) -> Iterator[int]:
-    """The terminal ``fd`` reads, opened again non-blocking (a new open file: its flags are its own); closed on exit.
+def _own_descriptor(fd: int) -> Iterator[tuple[int, bool]]:
+    """``(view, True)``: the terminal ``fd`` reads, opened again non-blocking (a new open file, its flags its own).
 
-    Where that cannot be opened (the channel asks only at a terminal, so hardly ever),
-    ``fd`` itself is non-blocking for the while.
+    ``(fd, False)`` where it cannot be opened (the channel asks only at a terminal, so
+    hardly ever): then each read switches ``fd`` itself, for that read only.
     """
     try:
         view = os.open(os.ttyname(fd), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
-        blocking = os.get_blocking(fd)
-        os.set_blocking(fd, False)
-        try:
-            yield fd
-        finally:
-            os.set_blocking(fd, blocking)
+        yield fd, False
         return
     try:
-        yield view
+        yield view, True
     finally:
         os.close(view)
+
+
+def _read_switched(fd: int) -> bytes:
+    """One read of ``fd`` without blocking, its shared mode switched for just that read."""
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.set_blocking(fd, blocking)
 
 
 class _Gone:
