@@ -731,16 +731,8 @@ class PipeConnection:
         try:
             message = from_json(line)  # pydantic-core: a quarter of json.loads' time
         except ValueError:
-            # json.loads reads some of what it refuses (a BOM, a lone surrogate escape, invalid UTF-8 in
-            # a string, deep nesting); what neither reads is refused with json.loads' reason
             try:
-                message = json.loads(line)
-            except UnicodeDecodeError:
-                try:
-                    message = json.loads(line.decode("utf-8", "replace"))
-                except (ValueError, RecursionError) as exc:
-                    self._refuse(None, PARSE_ERROR, f"Parse error: the line is not JSON ({_short(exc)}).")
-                    return None
+                message = _loads_leniently(line)
             except (ValueError, RecursionError) as exc:
                 self._refuse(None, PARSE_ERROR, f"Parse error: the line is not JSON ({_short(exc)}).")
                 return None
@@ -953,6 +945,15 @@ class PipeConnection:
             except ValueError:
                 self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
         arrived.set()
+
+
+def _loads_leniently(line: bytes) -> Any:
+    """What pydantic-core refused, as json.loads reads it (a BOM, a lone surrogate escape, deep nesting), with
+    U+FFFD for bytes that are not UTF-8; what it cannot read raises with json.loads' reason."""
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError:
+        return json.loads(line.decode("utf-8", "replace"))
 
 
 def _short(exc: BaseException) -> str:
