@@ -126,13 +126,25 @@ class Oversized:
         return None
 
 
+def watchable(fd: int) -> bool:
+    """Whether the event loop can wait for ``fd`` (a pipe, a socket, a terminal).
+
+    What it cannot (epoll refuses them: a regular file, ``/dev/null`` and other
+    devices that are no terminal, as a service manager or ``< /dev/null`` hands
+    over) never makes a read or a write wait: those are done as they are.
+    """
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
 class LineReader:
     """Lines of at most ``limit`` bytes from a descriptor, read on the event loop.
 
     A pipe or terminal is read non-blocking (waiting for readiness, cancellable at
-    any time); a regular file is read as it is (it never blocks), with a checkpoint
-    per chunk. A line longer than ``limit`` comes back as ``Oversized`` once its end
-    arrives, having held at most ``limit`` bytes plus one chunk.
+    any time); what the loop cannot watch (a regular file, ``/dev/null``) is read
+    as it is (it never blocks), with a checkpoint per chunk. A line longer than
+    ``limit`` comes back as ``Oversized`` once its end arrives, having held at most
+    ``limit`` bytes plus one chunk.
 
     ``next`` waits for a line; ``take`` and ``read_nowait`` are the same steps
     without waiting, for a reader the loop calls when the descriptor is readable
@@ -147,7 +159,7 @@ class LineReader:
         self._scanned = 0
         self._eof = False
         self._oversized: Oversized | None = None
-        self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        self._never_waits = not watchable(fd)
         self._watch: ReadWatch | None = None
         self._drained = False  # the last read took less than asked: the pipe was empty then
 
@@ -198,7 +210,7 @@ class LineReader:
 
     async def fill(self) -> None:
         """Read once more (at least one byte, or the end of input), waiting for the descriptor."""
-        if self._drained and not self._regular:
+        if self._drained and not self._never_waits:
             await self._readable()  # a read now would most likely only say "nothing yet": wait for the peer first
         elif self.read_nowait():  # a regular file never blocks; a pipe just read in full may hold more
             await anyio.lowlevel.checkpoint()  # a peer writing faster than it is read takes no more than its turn
@@ -226,7 +238,7 @@ class LineReader:
 
         ``False`` where it cannot (trio, a regular file, an unwatched reader): ``fill`` instead.
         """
-        if self._regular or not self.watch:
+        if self._never_waits or not self.watch:
             return False
         return self._watched().call_when_readable(callback)
 
@@ -983,4 +995,13 @@ async def serve_pipe(
     return connection.client_gone
 
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_LINE_BYTES", "LineReader", "Oversized", "PipeConnection", "PipeWriter", "serve_pipe"]
+__all__ = [
+    "MAX_IN_FLIGHT",
+    "MAX_LINE_BYTES",
+    "LineReader",
+    "Oversized",
+    "PipeConnection",
+    "PipeWriter",
+    "serve_pipe",
+    "watchable",
+]

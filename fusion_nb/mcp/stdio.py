@@ -35,7 +35,6 @@ import importlib
 import importlib.util
 import logging
 import os
-import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,17 +70,18 @@ class PipeLines:
 
 
 @contextlib.contextmanager
-def _claimed(fd: int, diversion: int, mode: int) -> Iterator[int]:
+def _claimed(fd: int, diversion: int, watched: bool) -> Iterator[int]:
     """Take ``fd`` for the protocol: a private duplicate serves the wire, ``fd`` points at ``diversion``.
 
-    A pipe's duplicate is made non-blocking (read and written on the event loop); its
-    mode is shared with ``fd``'s open file and restored, with ``fd``, afterwards.
+    A pipe's (``watched``: the loop waits for it) duplicate is made non-blocking (read
+    and written on the event loop); its mode is shared with ``fd``'s open file and
+    restored, with ``fd``, afterwards.
     """
     private = os.dup(fd)
     was_blocking = os.get_blocking(private)
     try:
         os.dup2(diversion, fd)
-        if not stat.S_ISREG(mode):
+        if watched:
             os.set_blocking(private, False)
         yield private
     finally:
@@ -93,10 +93,12 @@ def _claimed(fd: int, diversion: int, mode: int) -> Iterator[int]:
 @contextlib.contextmanager
 def _claimed_stdio() -> Iterator[tuple[int, int]]:
     """``(read_fd, write_fd)`` for the protocol; meanwhile fd 0 reads the null device and fd 1 writes to stderr."""
-    modes = [os.fstat(fd).st_mode for fd in (0, 1)]
+    from .pipe import watchable
+
+    watched = [watchable(fd) for fd in (0, 1)]
     null = os.open(os.devnull, os.O_RDONLY)
     try:
-        with _claimed(0, null, modes[0]) as read_fd, _claimed(1, 2, modes[1]) as write_fd:
+        with _claimed(0, null, watched[0]) as read_fd, _claimed(1, 2, watched[1]) as write_fd:
             yield read_fd, write_fd
     finally:
         os.close(null)

@@ -123,6 +123,53 @@ async def test_a_client_that_stops_reading_ends_the_server_with_one_line(raw_ser
     assert mark.read_text() == "cleaned"
 
 
+def test_stdin_the_null_device_ends_the_server_at_once_with_exit_0(stdio_command):
+    """``< /dev/null`` (what a service manager or a CI step hands over): end of input, not a traceback.
+
+    The loop cannot wait for ``/dev/null`` (epoll refuses it): it is read as it is, as a regular file is.
+    """
+    done = subprocess.run(
+        stdio_command.argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=stdio_command.cwd,
+        env=stdio_command.full_env(),
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, b""), done
+    assert b"Traceback" not in done.stderr and b"Error" not in done.stderr, done.stderr.decode()
+
+
+def test_a_file_of_requests_on_stdin_is_answered_whole_into_a_file_on_stdout(stdio_command, tmp_path):
+    """``serve < requests.jsonl > answers.jsonl``: neither file is watched by the loop; every request is answered."""
+    import json
+
+    calls = [{**ECHO, "id": 10 + n, "params": {"name": "echo", "arguments": {"text": f"n{n}"}}} for n in range(200)]
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
+    answers = tmp_path / "answers.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run(
+            stdio_command.argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            cwd=stdio_command.cwd,
+            env=stdio_command.full_env(),
+            timeout=60,
+        )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()
+    replies = [json.loads(line) for line in answers.read_text().splitlines()]
+    by_id = {reply["id"]: reply for reply in replies}
+    assert len(replies) == len(by_id) == 1 + len(calls) + 1  # initialize, each call once, the refused line
+    assert all(
+        by_id[call["id"]]["result"]["structuredContent"] == {"result": call["params"]["arguments"]["text"]}
+        for call in calls
+    )
+    assert by_id[None]["error"]["code"] == -32700
+
+
 def test_the_stdio_module_keeps_working_as_documented():
     """``python -m fusion_nb.mcp.stdio`` without a target prints its usage and exits non-zero."""
     done = subprocess.run(
