@@ -19,9 +19,10 @@ the handler, and shapes the result. What is here is the pipe:
   bounded (``max_line_bytes``): a longer one is skipped as it streams in and
   answered with one error line (for its id, when its first or last bytes name one);
 * writes go out on the loop, in order, straight to the descriptor; when the client
-  does not read, what is waiting is bounded (``_HIGH_WATER``): writers and the reader
-  wait, so memory stays flat, and a client that has gone away (a broken pipe) ends
-  the connection;
+  does not read and more than ``_HIGH_WATER`` bytes wait, writers and the reader wait
+  (what waits is then that plus the answers of the calls already running); a client
+  that has gone away (a broken pipe), or that closed our input and takes nothing
+  more (MCP's stdio shutdown with answers unread), ends the connection;
 * the first request fixes the era, as the SDK's ``serve_dual_era_loop`` does:
   ``initialize`` opens a 2025-11-25 connection (one ``Connection``, server-to-client
   requests such as elicitation on the same pipe), a request carrying the 2026-07-28
@@ -44,6 +45,7 @@ import json
 import logging
 import os
 import re
+import select
 import stat
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
@@ -233,6 +235,18 @@ class LineReader:
             self._eof = True
         return True
 
+    def hung_up(self) -> bool:
+        """Whether the peer has closed its end of a pipe (or terminal), lines it wrote before maybe still unread.
+
+        Asked without reading (``poll`` reports the hang-up whatever the pipe holds),
+        for a reader that is not reading: one that waits for a client behind.
+        """
+        if self._never_waits:
+            return False
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
+
     def call_when_readable(self, callback: Callable[[], None]) -> bool:
         """Have the loop run ``callback()`` while the descriptor is readable, until ``pause`` (see ``ReadWatch``).
 
@@ -299,8 +313,10 @@ class PipeWriter:
     def __init__(self, fd: int, on_gone: Callable[[], None]) -> None:
         self.fd = fd
         self.gone = False
+        self.released = False  # the connection ended: nobody waits for room any more (``drain`` bounds the rest)
         self._on_gone = on_gone
         self._pending = bytearray()
+        self.flushed = 0  # bytes that went out after waiting (what a client behind took)
         self._in_turn = False  # a line went out this loop turn: the next ones wait for its end
         self._blocked = False  # the pipe is full: ``run`` writes once it is writable
         self._work = anyio.Event()
@@ -356,8 +372,8 @@ class PipeWriter:
                 await self._drained.wait()
 
     async def wait_for_room(self) -> None:
-        """Return once no more than ``_HIGH_WATER`` bytes wait (at once when the client keeps up)."""
-        while self.backed_up and not self.gone:
+        """Return once no more than ``_HIGH_WATER`` bytes wait (at once if the client keeps up; after ``release``)."""
+        while self.backed_up and not self.gone and not self.released:
             if self._room is None:
                 self._room = anyio.Event()
             await self._room.wait()
@@ -371,6 +387,11 @@ class PipeWriter:
                 await anyio.wait_writable(self.fd)
                 self._blocked = False
                 self._flush()
+
+    def release(self) -> None:
+        """The connection has ended: writers waiting for room go on (what they queued waits for ``drain``)."""
+        self.released = True
+        self._wake()
 
     def _end_turn(self) -> None:
         """The loop turn that wrote a line has ended: what the turn's other lines queued goes out at once."""
@@ -388,6 +409,7 @@ class PipeWriter:
             self._broke()
             return
         del self._pending[:written]
+        self.flushed += written
         if self._pending:
             self._block()
         if not self.backed_up:
@@ -582,6 +604,7 @@ class PipeConnection:
         self._held: dict[str, Any] | None = None  # a line read that needs the reader task (see ``_serve_ready``)
         self._handover: Event | None = None  # what the reader task waits on while the loop's callback reads
         self._failure: Exception | None = None
+        self._left = False  # the client closed our input while behind and took nothing more (``_left_behind``)
         self.finished = anyio.Event()  # set once ``run`` has ended every call
 
     # -- the connection's standalone channel (Outbound), and writing
@@ -645,6 +668,7 @@ class PipeConnection:
                 finally:
                     self.reader.close()
             self._ended = True
+            self.writer.release()  # answers queued for a client behind wait for the final drain, not for room
             for arrived in self._asked.values():
                 arrived.set()  # no answer: Connection closed
             for exchange in list(self._calls.values()):
@@ -659,7 +683,8 @@ class PipeConnection:
                 )
             if self.connection is not None:
                 await aclose_shielded(self.connection)
-            await self.writer.drain(_FINAL_WRITE_TIMEOUT)
+            if not self._left:  # (it was given that long already)
+                await self.writer.drain(_FINAL_WRITE_TIMEOUT)
             group.cancel_scope.cancel()
         self.finished.set()
 
@@ -674,11 +699,31 @@ class PipeConnection:
                 else:
                     await self._notify_server(message)
             elif writer.backed_up:
-                await writer.wait_for_room()  # a client that does not read gets no more work done for it
+                if await self._left_behind():  # a client that does not read gets no more work done for it
+                    return
             elif self._serve_ready():
                 if reader.ended:
                     return
                 await self._more()
+
+    async def _left_behind(self) -> bool:
+        """Wait while the client is behind; ``True`` once it has left instead, without a broken pipe.
+
+        Left: it closed our input and, for ``_FINAL_WRITE_TIMEOUT``, took nothing of what
+        waits for it (as MCP's stdio shutdown goes: close the server's input, wait for it
+        to exit; a client that reads, however slowly, is waited for). The connection then
+        ends as at end of input; lines it wrote but were not read yet are not served.
+        """
+        writer = self.writer
+        while writer.backed_up and not writer.gone:
+            flushed = writer.flushed
+            with anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
+                await writer.wait_for_room()
+            if writer.backed_up and writer.flushed == flushed and self.reader.hung_up():
+                log.info("fusion-nb: the MCP client closed stdin and reads nothing more; stopping")
+                self._left = True
+                return True
+        return False
 
     async def _more(self) -> None:
         """Wait for more input: on asyncio, the loop's readiness callback serves it until a line needs this task."""

@@ -224,6 +224,62 @@ async def test_a_peer_that_stops_reading_holds_the_server_bounded_until_it_leave
 EAGER = sys.version_info >= (3, 12)
 
 
+async def test_a_peer_behind_that_closes_the_servers_input_has_left_and_the_connection_ends(app):
+    """MCP's stdio shutdown with answers unread: close the server's input, keep stdout open, read nothing.
+
+    The server, not reading while the peer is behind, still sees its input hang up; once the
+    peer has taken nothing for a while, the running call is cancelled (its cleanup runs) and
+    the connection ends, instead of waiting for room forever.
+    """
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        await peer.send(call(2, "linger", progressToken="p"))
+        assert (await peer.receive())["method"] == "notifications/progress"
+        listing = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}).encode() + b"\n"
+        with anyio.move_on_after(3):  # until the server stops reading: our writes block
+            while True:
+                await peer.write(listing)
+        assert connection.writer.backed_up
+        peer.close_input()
+        with anyio.fail_after(10):
+            await connection.finished.wait()
+        assert app.cleanups == ["linger"]
+        assert not connection.client_gone  # (no broken pipe: our end of its output is still open)
+
+
+async def test_a_peer_behind_that_closed_the_servers_input_but_reads_slowly_gets_every_answer(app):
+    """Closing the input and then reading, however slowly, is no leaving: every request written is answered."""
+    # (the server takes a while to drain its backlog, longer than the grace it gives a peer that takes nothing)
+    async with serving(app) as (peer, connection):
+        await peer.handshake()
+        calls = 1500  # answers of a few MiB: the server backs up and stops reading before the last
+        listings = b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/list"}).encode() + b"\n" for n in range(calls)
+        )
+
+        async def write_all_then_close() -> None:
+            await peer.write(listings)
+            peer.close_input()
+
+        answered: set[int] = set()
+        async with anyio.create_task_group() as group:
+            group.start_soon(write_all_then_close)
+            with anyio.fail_after(120):
+                while not connection.writer.backed_up:
+                    await anyio.sleep(0.01)
+                while True:
+                    while (line := peer.lines.take()) is not None:
+                        assert isinstance(line, bytes)
+                        answered.add(json.loads(line)["id"])
+                    if len(answered) == calls:
+                        break
+                    # slow while the server is behind (its backlog takes seconds to go under the high water), then
+                    # quick: the end of input gives what is still queued a bounded last drain (1 s)
+                    await anyio.sleep(0.1 if connection.writer.backed_up else 0)
+                    await peer.lines.fill()
+        assert answered == set(range(calls))
+
+
 def starts_eagerly(backend: str) -> bool:
     return backend == "asyncio" and EAGER
 
