@@ -658,10 +658,16 @@ class PipeConnection:
         self._scope.cancel()
 
     # -- serving
-    async def run(self) -> None:
-        """Serve until end of input or until the client stops reading; every call has ended on return."""
+    def close(self) -> None:
+        """End the connection as end of input does (calls cancelled, cleanups run, answered), from the loop."""
+        self._scope.cancel()
+
+    async def run(self, stop: anyio.Event | None = None) -> None:
+        """Serve until end of input, the client stops reading or ``stop`` is set; every call has ended on return."""
         async with anyio.create_task_group() as group:
             group.start_soon(self.writer.run)
+            if stop is not None:
+                group.start_soon(self._close_when, stop)
             with self._scope:
                 try:
                     await self._read()
@@ -705,6 +711,10 @@ class PipeConnection:
                 if reader.ended:
                     return
                 await self._more()
+
+    async def _close_when(self, stop: anyio.Event) -> None:
+        await stop.wait()
+        self.close()
 
     async def _left_behind(self) -> bool:
         """Wait while the client is behind; ``True`` once it has left instead, without a broken pipe.
@@ -1025,18 +1035,20 @@ async def serve_pipe(
     *,
     max_line_bytes: int = MAX_LINE_BYTES,
     max_in_flight: int = MAX_IN_FLIGHT,
+    stop: anyio.Event | None = None,
 ) -> bool:
     """Serve ``server`` to one client on ``read_fd``/``write_fd`` (pipes or files), in its lifespan.
 
     Returns whether the client stopped reading (a broken pipe) rather than ending
-    its input. A pipe descriptor is read and written non-blocking: the caller
-    restores its mode if it shares the descriptor.
+    its input. ``stop`` set ends the connection as end of input does. A pipe
+    descriptor is read and written non-blocking: the caller restores its mode if it
+    shares the descriptor.
     """
     async with server.lifespan(server) as state:
         connection = PipeConnection(
             server, read_fd, write_fd, lifespan_state=state, max_line_bytes=max_line_bytes, max_in_flight=max_in_flight
         )
-        await connection.run()
+        await connection.run(stop)
     return connection.client_gone
 
 

@@ -35,7 +35,9 @@ import importlib
 import importlib.util
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,17 +151,39 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
 
     The options are ``mcp_server``'s (``ServerOptions``: ``progress_interval``,
     ``request_state_keys`` ...). Returns normally when the client closes stdin or
-    stops reading stdout.
+    stops reading stdout, and on SIGTERM (how a host stops a server it started,
+    after closing its stdin): the calls still running are then cancelled, their
+    cleanup runs and they are answered, as at end of input. (Where signals cannot be
+    received, not in the main thread, SIGTERM keeps its own meaning.)
     """
     from .pipe import serve_pipe
     from .server import server_for
 
     server = server_for(app, options)
+    stop = anyio.Event()
     with _claimed_stdio() as (read_fd, write_fd):
-        gone = await serve_pipe(server, read_fd, write_fd)
+        async with anyio.create_task_group() as group:
+            if _receives_signals():
+                await group.start(_stop_on_sigterm, stop)
+            gone = await serve_pipe(server, read_fd, write_fd, stop=stop)
+            group.cancel_scope.cancel()
     if gone:
         log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")
         _discard_stdout()
+
+
+def _receives_signals() -> bool:
+    return sys.platform != "win32" and threading.current_thread() is threading.main_thread()
+
+
+async def _stop_on_sigterm(stop: anyio.Event, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    """Set ``stop`` on the first SIGTERM; a second one, with the default handler back, ends the process."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as received:
+        task_status.started()
+        async for _ in received:
+            log.info("fusion-nb: SIGTERM: ending the stdio connection")
+            stop.set()
+            return
 
 
 def _discard_stdout() -> None:

@@ -112,6 +112,26 @@ async def test_closing_stdin_mid_call_runs_cleanup_and_exits_0(raw_server):
     assert mark.read_text() == "cleaned"
 
 
+async def test_sigterm_mid_call_ends_the_connection_as_end_of_input_does(raw_server):
+    """How a host stops a server it started: the running call is cancelled, cleaned up and answered; exit 0.
+
+    (stdin is still open: SIGTERM alone ends it.) Without the handler the default one
+    kills the process: exit -15, no cleanup, no answer.
+    """
+    import signal
+
+    server, mark = raw_server
+    await server.start_linger()
+    server.process.send_signal(signal.SIGTERM)
+    with anyio.fail_after(20):
+        answer = await server.receive()
+    assert answer["id"] == 2 and answer["error"]["message"] == "Connection closed", answer
+    code, lines = await server.exit()
+    assert code == 0
+    assert not [line for line in lines if "Traceback" in line], lines
+    assert mark.read_text() == "cleaned"
+
+
 async def test_a_client_that_stops_reading_ends_the_server_with_one_line(raw_server):
     server, mark = raw_server
     await server.start_linger()
