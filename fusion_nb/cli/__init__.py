@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._std_fds import reopen_closed_std_fds
 from .errors import CliError
 
 PROG = "fusion-nb"
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (``python -m fusion_nb`` and the console script)."""
+    reopen_closed_std_fds()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

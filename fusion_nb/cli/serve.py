@@ -197,7 +197,9 @@ def _job_tools(args: argparse.Namespace, app: Any) -> None:
 
 async def _serve_stdio(args: argparse.Namespace) -> int:
     from ..mcp import serve_stdio
+    from ..mcp.stdio import log_connection_events
 
+    log_connection_events()
     loaded = await load_source(args.source, echo=args.verbose)
     _job_tools(args, loaded.app)
     _report_startup(loaded)

@@ -47,7 +47,7 @@ import anyio
 from ..engine import App
 from .options import ServerOptions, with_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("fusion_nb.mcp.stdio")  # (not __name__: run with -m it is "__main__")
 
 
 class PipeLines:
@@ -213,16 +213,43 @@ def load_app(target: str) -> App:
     return app
 
 
+_EVENTS = "fusion-nb connection events"  # the handler's name: added once
+
+
+def log_connection_events() -> None:
+    """Write the connection's own lines (the client left, SIGTERM, calls still cleaning up) to stderr.
+
+    For a server process (``fusion-nb serve``, ``python -m fusion_nb.mcp.stdio``): a
+    host keeps its server's stderr as that server's log, and without a handler Python
+    would show warnings only. A library caller configures logging its own way.
+    """
+    events = logging.getLogger("fusion_nb.mcp")
+    if any(handler.get_name() == _EVENTS for handler in events.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_EVENTS)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    events.addHandler(handler)
+    events.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -u -m fusion_nb.mcp.stdio module:app``: serve one app over stdio, exit 0 when the client leaves."""
+    """``python -u -m fusion_nb.mcp.stdio module:app``: serve one app over stdio, exit 0 when the client leaves.
+
+    Ctrl-C (SIGINT) cancels what runs (cleanups run), then exits 130 with one line.
+    """
+    from .._std_fds import reopen_closed_std_fds
+
+    reopen_closed_std_fds()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
         raise SystemExit("usage: python -u -m fusion_nb.mcp.stdio module:app")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    anyio.run(serve_stdio, load_app(args[0]))
+    log_connection_events()
+    try:
+        anyio.run(serve_stdio, load_app(args[0]))
+    except KeyboardInterrupt:
+        print("fusion-nb: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -197,6 +197,21 @@ def test_a_bad_http_flag_is_one_sentence_before_anything_loads(flags, refusal):
 STARTUP_BOUND = 7.5
 
 
+def _wire(*messages: dict) -> bytes:
+    import json
+
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+
 def first_answers(tmp_path, *python_flags: str) -> tuple[list[dict], float, str]:
     """Spawn ``fusion-nb serve`` on the destructive notebook over stdio, handshake, list the tools.
 
@@ -207,17 +222,7 @@ def first_answers(tmp_path, *python_flags: str) -> tuple[list[dict], float, str]
     import subprocess
     import time
 
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-    }
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    wire = b"".join(
-        json.dumps(m).encode() + b"\n"
-        for m in (init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, listing)
-    )
+    wire = _wire(_INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}, _LIST)
     errors = tmp_path / "stderr"
     start = time.perf_counter()
     with (
@@ -264,3 +269,59 @@ def test_serving_a_notebook_over_stdio_never_imports_the_widgets(tmp_path):
         m for m in modules if m.split(".")[0] in ("ipywidgets", "comm") or m == "fusion_nb.widgets.call_view"
     )
     assert widgets == [], f"serving over stdio imported {len(widgets)} widget modules: {', '.join(widgets[:4])}..."
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_serve_launched_with_a_standard_descriptor_closed_exits_0(tmp_path, closed):
+    """``fusion-nb serve NB <&-`` (``>&-``, ``2>&-``), as a careless launcher does: no traceback, exit 0.
+
+    A closed stdin is empty input (nothing to answer); a closed stdout discards the
+    answers; a closed stderr discards the start-up line and still answers.
+    """
+    import json
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
+        input=None if closed == 0 else _wire(_INIT, _LIST),
+        stdout=None if closed == 1 else subprocess.PIPE,
+        stderr=None if closed == 2 else subprocess.PIPE,
+        preexec_fn=lambda: os.close(closed),  # (in the child: one of its own descriptors)
+        env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
+        cwd=str(REPO),
+        timeout=120,
+    )
+    assert done.returncode == 0, done
+    if closed != 2:
+        assert b"Traceback" not in done.stderr, done.stderr.decode()
+    if closed == 0:
+        assert done.stdout == b""
+    if closed == 2:
+        assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 2]
+
+
+def test_serve_says_in_one_line_on_stderr_that_the_client_stopped_reading(tmp_path):
+    """A host keeps the server's stderr as its log: the reason the server ended is in it, once."""
+    import subprocess
+
+    with subprocess.Popen(
+        [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
+        cwd=str(REPO),
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        process.stdin.write(_wire(_INIT))
+        process.stdin.flush()
+        assert process.stdout.readline()  # the handshake's answer: the server is serving
+        process.stdout.close()  # the client went away: the next answer hits a broken pipe
+        process.stdin.write(_wire(_LIST))
+        process.stdin.flush()
+        assert process.wait(timeout=60) == 0  # stdin is still open: the server must not wait for it
+        lines = process.stderr.read().decode().splitlines()
+    stopped = "fusion-nb: the MCP client stopped reading; stdio server stopped"
+    assert lines[-2:] == ["fusion-nb: tools: billing.refund, ledger.read", stopped], lines
+    assert not [line for line in lines if "Traceback" in line], lines

@@ -126,9 +126,7 @@ async def test_sigterm_mid_call_ends_the_connection_as_end_of_input_does(raw_ser
     with anyio.fail_after(20):
         answer = await server.receive()
     assert answer["id"] == 2 and answer["error"]["message"] == "Connection closed", answer
-    code, lines = await server.exit()
-    assert code == 0
-    assert not [line for line in lines if "Traceback" in line], lines
+    assert await server.exit() == (0, ["fusion-nb: SIGTERM: ending the stdio connection"])
     assert mark.read_text() == "cleaned"
 
 
@@ -138,9 +136,50 @@ async def test_a_client_that_stops_reading_ends_the_server_with_one_line(raw_ser
     server.stop_reading()  # the next write hits a broken pipe
     await server.send(ECHO)
     code, lines = await server.exit()  # stdin is still open: the server must not wait for it
-    assert code == 0
-    assert len(lines) <= 1, lines
+    assert (code, lines) == (0, ["fusion-nb: the MCP client stopped reading; stdio server stopped"])
     assert mark.read_text() == "cleaned"
+
+
+async def test_ctrl_c_mid_call_runs_cleanup_and_exits_130_with_one_line(raw_server):
+    """SIGINT (a person's Ctrl-C in the terminal that started it): the call is cancelled, cleaned up; no traceback."""
+    import signal
+
+    server, mark = raw_server
+    await server.start_linger()
+    server.process.send_signal(signal.SIGINT)
+    assert await server.exit() == (130, ["fusion-nb: interrupted"])
+    assert mark.read_text() == "cleaned"
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_a_standard_descriptor_closed_at_start_is_the_null_device(stdio_command, closed):
+    """``serve <&-`` (or ``>&-``, ``2>&-``): a closed stdin is empty input, a closed stdout or stderr discards.
+
+    Left closed, its number goes to the next descriptor opened (the loop's epoll, the
+    null device of the diversion) and the server reads, writes or ``dup2``s over that:
+    a traceback, exit 1. A process launched so exits 0 instead.
+    """
+    import json
+    import os
+
+    wire = b"".join(json.dumps(message).encode() + b"\n" for message in (INITIALIZE, ECHO))
+    done = subprocess.run(
+        stdio_command.argv,
+        input=None if closed == 0 else wire,
+        stdout=None if closed == 1 else subprocess.PIPE,
+        stderr=None if closed == 2 else subprocess.PIPE,
+        preexec_fn=lambda: os.close(closed),  # (in the child: one of its own descriptors)
+        cwd=stdio_command.cwd,
+        env=stdio_command.full_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done
+    if closed != 2:
+        assert b"Traceback" not in done.stderr and b"Error" not in done.stderr, done.stderr.decode()
+    if closed == 0:
+        assert done.stdout == b""
+    if closed == 2:
+        assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 3]
 
 
 def test_stdin_the_null_device_ends_the_server_at_once_with_exit_0(stdio_command):
