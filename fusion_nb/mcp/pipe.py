@@ -47,6 +47,7 @@ import os
 import re
 import select
 import stat
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -452,14 +453,36 @@ def _encode(message: Mapping[str, Any]) -> bytes:
 
 
 def without_surrogates(value: Any) -> Any:
-    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD."""
+    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD.
+
+    A walk with a stack of its own, not recursion: a message nests as deep as its
+    sender likes (a parser's limit is far above Python's recursion limit).
+    """
+    copies: list[tuple[Any, Any]] = []
+    root = _shell(value, copies)
+    while copies:
+        source, copy = copies.pop()
+        if type(copy) is dict:
+            for key, inner in source.items():
+                copy[_replaced(key) if isinstance(key, str) else key] = _shell(inner, copies)
+        else:
+            copy.extend(_shell(inner, copies) for inner in source)
+    return root
+
+
+def _shell(value: Any, copies: list[tuple[Any, Any]]) -> Any:
+    """A string made safe, an empty copy of a container (filled later, from ``copies``), anything else as is."""
     if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {without_surrogates(key): without_surrogates(inner) for key, inner in value.items()}
-    if isinstance(value, list):
-        return [without_surrogates(inner) for inner in value]
+        return _replaced(value)
+    if isinstance(value, dict | list):
+        copy: Any = {} if isinstance(value, dict) else []
+        copies.append((value, copy))
+        return copy
     return value
+
+
+def _replaced(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _error(request_id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -655,7 +678,7 @@ class PipeConnection:
 
     def _client_gone(self) -> None:
         self.client_gone = True
-        self._scope.cancel()
+        self.close()
 
     # -- serving
     def close(self) -> None:
@@ -801,7 +824,7 @@ class PipeConnection:
             try:
                 message = _loads_leniently(line)
             except (ValueError, RecursionError) as exc:
-                self._refuse(None, PARSE_ERROR, f"Parse error: the line is not JSON ({_short(exc)}).")
+                self._refuse(None, PARSE_ERROR, f"Parse error: {_unreadable(exc)}.")
                 return None
         if _SURROGATE_ESCAPE.search(line) is not None:
             message = without_surrogates(message)  # as on the way out: U+FFFD for a lone surrogate
@@ -811,6 +834,12 @@ class PipeConnection:
             return None
         request_id = message.get("id")
         named = request_id if _is_id(request_id) else None
+        if "method" not in message and ("result" in message or "error" in message):
+            # a response: never answered (JSON-RPC), not even a malformed one
+            if named is None or not (isinstance(message.get("result"), dict) or isinstance(message.get("error"), dict)):
+                log.debug("dropped a malformed response (id %r)", request_id)
+                return None
+            return message
         if message.get("jsonrpc") != "2.0":
             self._refuse(named, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".')
             return None
@@ -826,12 +855,10 @@ class PipeConnection:
                 self._refuse(named, INVALID_REQUEST, 'Invalid Request: "params" must be an object.')
                 return None
             return message
-        if named is None or not (isinstance(message.get("result"), dict) or isinstance(message.get("error"), dict)):
-            self._refuse(
-                named, INVALID_REQUEST, 'Invalid Request: expected a "method", or an id with a "result" or "error".'
-            )
-            return None
-        return message
+        self._refuse(
+            named, INVALID_REQUEST, 'Invalid Request: expected a "method", or an id with a "result" or "error".'
+        )
+        return None
 
     def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
         """Answer a message that cannot be served with one error line (queued: the reader never waits on it)."""
@@ -871,10 +898,17 @@ class PipeConnection:
         if refusal is not None:
             self.writer.write_nowait(_encode(_error_message(request_id, refusal)))
             return None
+        key = coerce_request_id(request_id)  # ("7" and 7 are one id, as for the SDK's dispatchers)
+        running = self._calls.get(key)
+        if running is not None and not running.stopped:  # (one the client cancelled may be reused at once)
+            self._refuse(
+                request_id,
+                INVALID_REQUEST,
+                f"Invalid Request: id {_shown(request_id)} is in use by a call still running; "
+                "send each request with an id of its own.",
+            )
+            return None
         exchange = Exchange(self, request_id, params, modern=modern)
-        key = coerce_request_id(request_id)
-        if key in self._calls:
-            log.debug("a request reuses the id of a call in flight (%r)", request_id)
         self._calls[key] = exchange
         self._running += 1
         call = self._serve(exchange, key, method, params)
@@ -1021,6 +1055,22 @@ def _loads_leniently(line: bytes) -> Any:
         return json.loads(line)
     except UnicodeDecodeError:
         return json.loads(line.decode("utf-8", "replace"))
+
+
+def _unreadable(exc: ValueError | RecursionError) -> str:
+    """Why a line cannot be read, for its sender: JSON it is not, or JSON beyond what Python reads."""
+    if isinstance(exc, RecursionError):
+        return "the line nests deeper than this server reads"
+    if "integer string conversion" in str(exc):  # (CPython's limit on the digits of an integer it parses)
+        limit = sys.get_int_max_str_digits()
+        return f"the line holds an integer of more than {limit} digits, longer than this server reads"
+    return f"the line is not JSON ({_short(exc)})"
+
+
+def _shown(request_id: RequestId) -> str:
+    """A request id as its sender wrote it, at most 40 characters."""
+    text = json.dumps(request_id)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _short(exc: BaseException) -> str:

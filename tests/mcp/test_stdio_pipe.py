@@ -20,7 +20,7 @@ from stdio_serving import INITIALIZE
 
 from fusion_nb import progress
 from fusion_nb.mcp import mcp_server
-from fusion_nb.mcp.pipe import LineReader, PipeConnection, PipeWriter
+from fusion_nb.mcp.pipe import LineReader, PipeConnection, PipeWriter, without_surrogates
 
 pytestmark = pytest.mark.anyio
 
@@ -154,6 +154,98 @@ async def test_lines_only_the_lenient_parser_reads_are_served_as_json_loads_read
             reply = await peer.receive()
             assert reply["id"] == request_id and "result" in reply, reply
         assert reply["result"]["structuredContent"] == {"result": "d"}
+
+
+async def test_escaped_surrogates_in_a_deeply_nested_line_are_read_without_recursion(app):
+    """``"\\ud800"`` or an escaped emoji (what ``json.dumps`` writes) 500 levels down: answered, not a crash.
+
+    Replacing lone surrogates walked the message recursively: a 1 KB line raised
+    RecursionError out of the reader, and the server died with a traceback.
+    """
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        for request_id, text in (("lone", "\ud800"), ("pair", "\U0001f600")):
+            deep: Any = text
+            for _ in range(500):
+                deep = [deep]
+            await peer.send({**call(request_id, "echo", {"text": "d"}), "extra": deep})
+            reply = await peer.receive()
+            assert reply["id"] == request_id and reply["result"]["structuredContent"] == {"result": "d"}, reply
+    deep = "\ud800"
+    for _ in range(5000):
+        deep = {"k\udc00": [deep]}
+    walked = without_surrogates(deep)  # (the answers' way out takes the same walk)
+    for _ in range(5000):
+        assert list(walked) == ["k\ufffd"]
+        walked = walked["k\ufffd"][0]
+    assert walked == "\ufffd"
+
+
+async def test_a_request_reusing_the_id_of_a_running_call_is_refused_and_every_call_ends(app):
+    """A second request 2 while call 2 runs: one -32600 for it; the first runs on, is cancelled and cleaned up.
+
+    It used to replace the first in the table of calls: a cancel reached only the
+    second, the end of input never stopped the first, and the 4,096-call bound
+    counted ids, not calls. (The SDK's dispatchers hold "2" and 2 for one id.)
+    """
+    async with serving(app, max_in_flight=3) as (peer, connection):
+        await peer.handshake()
+        await peer.send(call(2, "linger", progressToken="p"))
+        assert (await peer.receive())["method"] == "notifications/progress"
+        for again in (2, "2", 2, 2):  # (more than the bound: refused for its id, not as "busy")
+            await peer.send(call(again, "linger", progressToken="q"))
+            reply = await peer.receive()
+            assert reply["id"] == again and reply["error"]["code"] == -32600, reply
+            assert reply["error"]["message"] == (
+                f"Invalid Request: id {json.dumps(again)} is in use by a call still running; "
+                "send each request with an id of its own."
+            )
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+        with anyio.fail_after(10):
+            while app.cleanups != ["linger"]:
+                await anyio.sleep(0.01)
+        await peer.send(call(2, "linger", progressToken="r"))  # a cancelled call's id may be used again
+        assert (await peer.receive())["params"]["progressToken"] == "r"
+        peer.close_input()
+        with anyio.fail_after(10):
+            await connection.finished.wait()
+    assert app.cleanups == ["linger", "linger"]
+
+
+async def test_a_response_is_never_answered_even_a_malformed_one(app):
+    """JSON-RPC answers requests only: a response the server cannot use is dropped, not answered.
+
+    Answering one makes two peers that each answer the other's error loop forever, and an
+    answer carrying a client's id reads, to the client, as a second answer to its own request.
+    """
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        responses = [
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
+            {"jsonrpc": "2.0", "id": 5, "result": None},
+            {"jsonrpc": "2.0", "id": 5, "result": "ok"},
+            {"jsonrpc": "2.0", "id": 5, "error": "bad"},
+            {"jsonrpc": "2.0", "id": 77, "result": {}},  # (no request 77 was sent to the client)
+            {"jsonrpc": "1.0", "id": [1], "error": {"code": 1, "message": "no"}},
+        ]
+        for response in responses:
+            await peer.send(response)
+        assert (await peer.echo("after"))["id"] == "after"  # the first line out is the echo's answer
+
+
+async def test_an_integer_longer_than_python_reads_is_refused_in_one_sentence(app):
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        await peer.write(
+            b'{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"n": ' + b"7" * 5000 + b"}}\n"
+        )
+        reply = await peer.receive()
+        assert reply["id"] is None and reply["error"]["code"] == -32700
+        limit = sys.get_int_max_str_digits()
+        assert reply["error"]["message"] == (
+            f"Parse error: the line holds an integer of more than {limit} digits, longer than this server reads."
+        )
+        assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
 
 
 async def test_a_huge_line_is_skipped_with_one_error_line_for_its_id(app):
