@@ -279,15 +279,14 @@ def test_serve_launched_with_a_standard_descriptor_closed_exits_0(tmp_path, clos
     answers; a closed stderr discards the start-up line and still answers.
     """
     import json
-    import os
     import subprocess
 
+    serve = [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")]
     done = subprocess.run(
-        [sys.executable, "-m", "fusion_nb", "serve", str(DATA / "destructive.ipynb")],
+        ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *serve],  # as a launcher closes it
         input=None if closed == 0 else _wire(_INIT, _LIST),
         stdout=None if closed == 1 else subprocess.PIPE,
         stderr=None if closed == 2 else subprocess.PIPE,
-        preexec_fn=lambda: os.close(closed),  # (in the child: one of its own descriptors)
         env=cli_env(FUSION_NB_TEST_LEDGER=str(tmp_path / "ledger")),
         cwd=str(REPO),
         timeout=120,

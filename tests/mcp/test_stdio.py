@@ -160,15 +160,13 @@ def test_a_standard_descriptor_closed_at_start_is_the_null_device(stdio_command,
     a traceback, exit 1. A process launched so exits 0 instead.
     """
     import json
-    import os
 
     wire = b"".join(json.dumps(message).encode() + b"\n" for message in (INITIALIZE, ECHO))
     done = subprocess.run(
-        stdio_command.argv,
+        ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *stdio_command.argv],  # as a launcher closes it
         input=None if closed == 0 else wire,
         stdout=None if closed == 1 else subprocess.PIPE,
         stderr=None if closed == 2 else subprocess.PIPE,
-        preexec_fn=lambda: os.close(closed),  # (in the child: one of its own descriptors)
         cwd=stdio_command.cwd,
         env=stdio_command.full_env(),
         timeout=60,
