@@ -52,6 +52,7 @@ from ._present import (
 )
 from ._request import CallRequest
 from ._result import CallResult
+from ._schema import validation_sentence
 from ._signal import AbortSignal
 from ._streaming import ProgressEvent, Respond, progress, respond
 from ._task_records import SharedTasks, TaskRecord
@@ -137,4 +138,5 @@ __all__ = [
     "tasks_of",
     "use_presenter",
     "validate_form",
+    "validation_sentence",
 ]

@@ -175,7 +175,34 @@ def invalid_input(tool_name: str, problems: list[str], unread: int = 0) -> ToolE
     ``details["errors"]`` holds exactly the clauses the message shows, so it is bounded
     like the message; ``details["more_errors"]`` counts the rest when there are any.
     """
-    head = f'Invalid input for tool "{_clip(tool_name, 80)}": '
+    text, shown, more = _bounded(f'Invalid input for tool "{_clip(tool_name, 80)}": ', problems, unread)
+    details: dict[str, Any] = {"errors": shown}
+    if more:
+        details["more_errors"] = more
+    return ToolError(
+        INVALID_INPUT,
+        text,
+        recovery="Fix the named fields and call again; the tool's input schema lists every field.",
+        details=details,
+    )
+
+
+def validation_sentence(head: str, error: pydantic.ValidationError, *, under: tuple[str, ...] = ()) -> str:
+    """``head`` and one clause per bad field of ``error``, in one sentence of at most ``MAX_MESSAGE`` characters.
+
+    For whatever else validates what a client sent (a request's params): the same
+    clauses as a tool's INVALID_INPUT (field, what was expected, what was sent, each
+    clipped), however many errors and however large the values. ``under`` is the path
+    the validated value sits at (``("params",)``), shown before each field.
+    """
+    errors = [
+        {**found, "loc": (*under, *found["loc"])} for found in error.errors(include_url=False)[:_MAX_ERRORS_READ]
+    ]
+    return _bounded(_clip(head, 200), describe_problems(errors), max(0, error.error_count() - len(errors)))[0]
+
+
+def _bounded(head: str, problems: list[str], unread: int) -> tuple[str, list[str], int]:
+    """``head`` and the clauses that fit, "... and N more fields", a full stop; the clauses shown; N."""
     reserve = len("; ... and 99999999 more fields.")
     shown: list[str] = []
     length = len(head)
@@ -192,15 +219,7 @@ def invalid_input(tool_name: str, problems: list[str], unread: int = 0) -> ToolE
     text = head + "; ".join(shown)
     if more:
         text += f"; ... and {more} more field{'s' if more != 1 else ''}"
-    details: dict[str, Any] = {"errors": shown}
-    if more:
-        details["more_errors"] = more
-    return ToolError(
-        INVALID_INPUT,
-        text + ".",
-        recovery="Fix the named fields and call again; the tool's input schema lists every field.",
-        details=details,
-    )
+    return text + ".", shown, more
 
 
 def describe_problems(errors: list[Any], model: type[BaseModel] | None = None) -> list[str]:

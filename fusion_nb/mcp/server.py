@@ -36,6 +36,7 @@ from .elicitation import (
 )
 from .limits import OncePerInterval
 from .options import ServerOptions, with_options
+from .params_errors import ParamsInOneSentence
 from .progress import ProgressPump, wants_progress
 from .rich import install_default
 from .task_listen import TaskListenHandler
@@ -222,7 +223,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     # The SDK's defaults (OpenTelemetry spans) only when asked: a span per call.
     defaults = list(server.middleware) if options.telemetry else []
     boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
-    server.middleware = [*defaults, boundary]
+    server.middleware = [*defaults, ParamsInOneSentence(), boundary]
     # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
     server.task_wire = task_wire = install_tasks(server, tasks_of(app))
     notifier = ToolsChangedNotifier()

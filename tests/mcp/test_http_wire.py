@@ -581,6 +581,23 @@ async def test_a_modern_request_without_its_envelope_is_400_invalid_params(serve
     assert answer(refused)["id"] == 4
 
 
+async def test_malformed_params_are_refused_in_one_sentence_naming_the_field_on_both_eras(served, http):
+    """-32602 says which field, what was expected and what came (the SDK alone says "Invalid request parameters")."""
+    session = await session_headers(served, http)
+    legacy = await http.post(served.url, json=request("tools/list", 7, cursor=7), headers=session)
+    modern = await http.post(
+        served.url,
+        json=modern_request("tools/call", 8, name="echo", arguments=[1]),
+        headers=modern_headers(served, "tools/call", "echo"),
+    )
+    assert assert_error(legacy, 200, -32602)["message"] == (
+        'Invalid params for tools/list: field "params.cursor" expected a string, got 7 (int).'
+    )
+    assert assert_error(modern, 400, -32602)["message"] == (
+        'Invalid params for tools/call: field "params.arguments" expected an object, got [1] (list).'
+    )
+
+
 async def test_an_unsupported_modern_version_is_32022_naming_the_supported_ones(served, http):
     """-32022 with ``data.supported`` lets a client pick a version; a header/envelope mismatch is -32020."""
     meta = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "1999-01-01"}

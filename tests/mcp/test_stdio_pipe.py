@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -246,6 +247,68 @@ async def test_an_integer_longer_than_python_reads_is_refused_in_one_sentence(ap
             f"Parse error: the line holds an integer of more than {limit} digits, longer than this server reads."
         )
         assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
+
+
+async def test_malformed_params_are_refused_in_one_bounded_sentence_naming_the_field(app):
+    """-32602 names the field, what was expected and what came, never the SDK's bare "Invalid request parameters"."""
+    many = {f"k{index}": index for index in range(500)}  # 500 bad fields, each value sent
+    async with serving(app) as (peer, _):
+        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})  # before the handshake
+        assert (await peer.receive())["error"] == {
+            "code": -32602,
+            "message": "tools/list came before initialize: send initialize, then notifications/initialized.",
+        }
+        await peer.handshake()
+        for params, message in [
+            ({"name": 5}, 'field "params.name" expected a string, got 5 (int)'),
+            ({}, 'field "params.name" is required but was not sent'),
+            ({"name": "echo", "arguments": "x" * 100_000}, 'field "params.arguments" expected an object, got \'xxx'),
+            (
+                {"name": "echo", "_meta": {"progressToken": [1]}},
+                'field "params._meta.progressToken" expected a string or an integer, got [1] (list)',
+            ),
+        ]:
+            await peer.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+            error = (await peer.receive())["error"]
+            assert error["code"] == -32602 and error["message"].startswith(f"Invalid params for tools/call: {message}")
+            assert len(error["message"]) < 200, error
+        await peer.send(
+            {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "p", "arguments": many}}
+        )
+        error = (await peer.receive())["error"]
+        assert error["message"].startswith(
+            'Invalid params for prompts/get: field "params.arguments.k0" expected a string'
+        )
+        assert error["message"].endswith("more fields.") and len(error["message"]) <= 1024, error
+        assert (await peer.echo("after"))["result"]["structuredContent"] == {"result": "x"}
+
+
+async def test_a_validation_error_not_about_the_params_keeps_the_sdks_generic_answer():
+    """Only the validation of what the client sent is reworded: a handler's own model error tells a client nothing."""
+    import pydantic
+    from mcp.shared.exceptions import MCPError
+
+    from fusion_nb.mcp.params_errors import ParamsInOneSentence
+
+    class CallToolResult(pydantic.BaseModel):
+        content: list[str]
+
+    async def internal(ctx):
+        CallToolResult.model_validate({"content": "secret internals"})
+
+    async def sent(ctx):
+        pydantic.TypeAdapter(int).validate_python("five")  # titled "int": not a request model
+
+    for defect in (internal, sent):
+        with pytest.raises(pydantic.ValidationError):
+            await ParamsInOneSentence()(SimpleNamespace(method="tools/call"), defect)
+
+    async def refused(ctx):
+        raise MCPError(-32602, "Invalid request parameters")  # after the handshake: some handler's own refusal
+
+    ctx = SimpleNamespace(method="tools/call", session=SimpleNamespace(client_params=object()))
+    with pytest.raises(MCPError, match=r"^Invalid request parameters$"):
+        await ParamsInOneSentence()(ctx, refused)
 
 
 async def test_a_huge_line_is_skipped_with_one_error_line_for_its_id(app):
