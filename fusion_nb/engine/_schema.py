@@ -195,9 +195,7 @@ def validation_sentence(head: str, error: pydantic.ValidationError, *, under: tu
     clipped), however many errors and however large the values. ``under`` is the path
     the validated value sits at (``("params",)``), shown before each field.
     """
-    errors = [
-        {**found, "loc": (*under, *found["loc"])} for found in error.errors(include_url=False)[:_MAX_ERRORS_READ]
-    ]
+    errors = [{**found, "loc": (*under, *found["loc"])} for found in error.errors(include_url=False)[:_MAX_ERRORS_READ]]
     return _bounded(_clip(head, 200), describe_problems(errors), max(0, error.error_count() - len(errors)))[0]
 
 
