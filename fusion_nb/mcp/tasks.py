@@ -32,6 +32,7 @@ from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -80,9 +81,11 @@ class TaskParams(types.RequestParams):
 
 
 def owner_of(ctx: ServerRequestContext[Any, Any]) -> Hashable:
-    """The client identity a task belongs to: the verified token's ``client_id`` (``None``: anonymous)."""
-    from mcp.server.auth.middleware.auth_context import get_access_token
+    """The client identity a task belongs to: the verified token's ``client_id`` (``None``: anonymous).
 
+    Read on every ``tools/call``; its import is at the top (``import mcp`` has loaded it already:
+    an import statement here cost each call more than the lookup itself).
+    """
     token = get_access_token()
     return token.client_id if token is not None else None
 
