@@ -71,6 +71,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
     del sys.path[0]
 
 import argparse
+import compileall
 import json
 import select
 import shutil
@@ -415,7 +416,13 @@ def spawn_to_exit(command: list[str]) -> float:
 
 def startup(notebook: Path, times: int, seed_dir: Path | None = None) -> dict[str, list[float]]:
     """Start-up seconds per row, interleaved: ``fusion-nb serve NOTEBOOK`` spawn to the answer of
-    its first ``tools/list``, the SDK's import alone (spawn to exit), and the seed (when built)."""
+    its first ``tools/list``, the SDK's import alone (spawn to exit), and the seed (when built).
+
+    fusion-nb's bytecode is compiled first, as installing a package compiles it (the SDK's
+    was, by pip): a checkout never run, or run with ``PYTHONDONTWRITEBYTECODE`` set, would
+    otherwise compile every module of fusion-nb's on every start, which no installed copy does.
+    """
+    compileall.compile_dir(str(REPO / "fusion_nb"), quiet=1)
     wire = startup_wire()
     rows: dict[str, Any] = {
         f"fusion-nb serve {os.path.relpath(notebook, REPO)}": lambda: spawn_to_answer(
@@ -494,6 +501,28 @@ def table(
     return "\n".join(lines)
 
 
+def paired_by_round(round_p50s: dict[str, list[float]], baseline: str) -> str:
+    """Each row's p50 over ``baseline``'s, round by round: the median ratio, its range, the rounds at or below.
+
+    A round runs every server back to back, so what the machine is doing then weighs on
+    all of them alike: the ratio within a round is steadier than the pooled p50s, and
+    counting the rounds says how often a row really is at or below the baseline.
+    """
+    base = round_p50s[baseline]
+    lines = [f"p50 paired by round against {baseline} ({len(base)} rounds): median ratio [range], rounds at or below"]
+    lines.append("")
+    for name, p50s in round_p50s.items():
+        if name == baseline:
+            continue
+        ratios = [mine / theirs for mine, theirs in zip(p50s, base, strict=True)]
+        at_or_below = sum(ratio <= 1.0 for ratio in ratios)
+        lines.append(
+            f"- {name}: {statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}],"
+            f" {at_or_below} of {len(ratios)}"
+        )
+    return "\n".join(lines)
+
+
 def seed_option(args: argparse.Namespace) -> Path | None:
     """The seed's folder to measure (``--seed-dir``, else ``FUSION_NB_SEED_DIR``), ``None`` without one or
     when it cannot run (then one line says why)."""
@@ -556,15 +585,19 @@ def main(args: argparse.Namespace) -> None:
             ts_names = [*names, TEXT_ECHO, TS_SERVER, *([SEED_SERVER] if seed_dir is not None else [])]
             latencies = {name: [] for name in ts_names}
             rates = {name: [] for name in ts_names}
+            round_p50s: dict[str, list[float]] = {name: [] for name in ts_names}
             for round_ in range(args.ts_rounds):
                 for name in ts_names[round_ % len(ts_names) :] + ts_names[: round_ % len(ts_names)]:
                     times, rate = ts_client_figures(name, args.calls, args.in_flight, args.in_flight_calls, seed_dir)
                     latencies[name] += times
                     rates[name].append(rate)
+                    round_p50s[name].append(statistics.median(times))
             title = "TypeScript SDK client (@modelcontextprotocol/sdk, 2025-11-25)"
             if seed_dir is not None:
                 here = f"{title}, against the seed run here"
                 print(table(here, latencies, rates, args.in_flight, "seed", baseline=SEED_SERVER))
+                print()
+                print(paired_by_round(round_p50s, SEED_SERVER))
             else:
                 seed = (f"{SEED}, quoted (not run here)", ANCHORS[SEED][0] / 1e3, ANCHORS[SEED][1])
                 print(table(f"{title}, against the seed's figures", latencies, rates, args.in_flight, "seed", seed))

@@ -6,6 +6,7 @@ that holds no build, one line says why and the run goes on without the seed's ro
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import shutil
@@ -55,6 +56,18 @@ def test_the_seed_row_can_be_the_table_baseline() -> None:
     assert "| fusion-nb | 100 | 100 | 0.50x | 3,000 | 3.00x |" in text.splitlines()
 
 
+def test_rows_are_paired_with_the_seed_round_by_round() -> None:
+    """Median of the per-round ratios (not of pooled times), its range, and the rounds at or below."""
+    round_p50s = {
+        "fusion-nb": [90e-6, 110e-6, 95e-6, 200e-6],
+        "other": [300e-6, 300e-6, 300e-6, 300e-6],
+        bench_stdio.SEED_SERVER: [100e-6, 100e-6, 100e-6, 100e-6],
+    }
+    lines = bench_stdio.paired_by_round(round_p50s, bench_stdio.SEED_SERVER).splitlines()
+    assert lines[0].startswith(f"p50 paired by round against {bench_stdio.SEED_SERVER} (4 rounds)")
+    assert lines[2:] == ["- fusion-nb: 1.02x [0.90-2.00], 2 of 4", "- other: 3.00x [3.00-3.00], 0 of 4"]
+
+
 @pytest.mark.parametrize("where", [["--seed-dir", "{missing}"], []])
 def test_the_script_runs_through_without_a_seed_build(tmp_path, where) -> None:
     """Nothing measured (every count 0): the run prints the anchor and, given a folder, the skip line."""
@@ -69,9 +82,16 @@ def test_the_script_runs_through_without_a_seed_build(tmp_path, where) -> None:
     assert "### Anchor: the seed framework's quoted figures (from another machine)" in done.stdout
 
 
-def test_startup_rows_are_measured_interleaved_and_the_table_gives_fusion_nbs_share() -> None:
-    """One real start-up of each row (no seed build here): the serve row answers, the SDK's import exits."""
+def test_startup_rows_are_measured_interleaved_and_the_table_gives_fusion_nbs_share(monkeypatch) -> None:
+    """One real start-up of each row (no seed build here): the serve row answers, the SDK's import exits.
+
+    fusion-nb is measured with its bytecode compiled, as installed (not compiling each module per start).
+    """
+    compiled = Path(importlib.util.cache_from_source(str(ROOT / "fusion_nb" / "mcp" / "pipe.py")))
+    compiled.unlink(missing_ok=True)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # (the processes measured write none themselves)
     seconds = bench_stdio.startup(ROOT / "notebooks" / "01-quickstart.ipynb", 1)
+    assert compiled.is_file()
     serve = "fusion-nb serve notebooks/01-quickstart.ipynb"
     assert list(seconds) == [serve, bench_stdio.SDK_IMPORT]
     assert all(len(runs) == 1 and 0 < runs[0] < 60 for runs in seconds.values())
