@@ -846,7 +846,7 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
     raising callback into an ``ExceptionGroup``, and the host would see ``code 0``.
     """
     from ..engine import ELICITATION_UNSUPPORTED, ToolError
-    from ..mcp.elicitation import declared_modes, handler_failed
+    from ..mcp.elicitation import declared_modes, handler_failed, malformed_answer
 
     forwarded = _downstream.get(None)
     if forwarded is None:
@@ -872,6 +872,9 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
     except MCPError as exc:
         forwarded.failure = handler_failed(forwarded.tool, exc.message)
         return exc.error
+    except pydantic.ValidationError as exc:  # the host answered with no elicitation result
+        forwarded.failure = malformed_answer(forwarded.tool, exc)
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host's answer is malformed")
 
 
 @contextlib.asynccontextmanager

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp_types import INVALID_PARAMS
 from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ..engine import (
     DEFER,
@@ -43,6 +44,7 @@ from ..engine import (
     InputResponse,
     NoChannel,
     ToolError,
+    validation_sentence,
 )
 from .convert import result_to_wire
 
@@ -131,6 +133,19 @@ def handler_failed(tool: str, client_message: object) -> ToolError:
     )
 
 
+def malformed_answer(tool: str, error: ValidationError) -> ToolError:
+    """``ELICITATION_FAILED``: the client answered with no elicitation result (field, expected, sent; bounded).
+
+    Its handler's fault, not the tool's: no ``INTERNAL_ERROR``, no traceback in the log.
+    """
+    head = f'Tool "{tool}" asked for input and the client\'s answer is malformed: '
+    return ToolError(
+        ELICITATION_FAILED,
+        validation_sentence(head, error),
+        recovery="Fix the client's elicitation handler; the tool did not run past its question.",
+    )
+
+
 class LiveElicitation(InputChannel):
     """2025 era: ask over the live session; protocol clients are not re-asked.
 
@@ -173,6 +188,8 @@ class LiveElicitation(InputChannel):
             return None
         except MCPError as exc:
             raise handler_failed(tool, exc.message) from None
+        except ValidationError as exc:  # an answer the protocol's ElicitResult refuses: the client's fault, said so
+            raise malformed_answer(tool, exc) from None
         return InputResponse(result.action, result.content)
 
 

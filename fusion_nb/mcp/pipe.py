@@ -835,9 +835,10 @@ class PipeConnection:
         request_id = message.get("id")
         named = request_id if _is_id(request_id) else None
         if "method" not in message and ("result" in message or "error" in message):
-            # a response: never answered (JSON-RPC), not even a malformed one
-            if named is None or not (isinstance(message.get("result"), dict) or isinstance(message.get("error"), dict)):
-                log.debug("dropped a malformed response (id %r)", request_id)
+            # a response: never answered (JSON-RPC), not even a malformed one; one naming a question
+            # the server asked settles it (``_answered``: a malformed one as an error, never a wait forever)
+            if named is None:
+                log.debug("dropped a response without a usable id (%r)", request_id)
                 return None
             return message
         if message.get("jsonrpc") != "2.0":
@@ -1031,20 +1032,29 @@ class PipeConnection:
             log.exception("MCP notification handler for %r failed", method)
 
     def _answered(self, message: dict[str, Any]) -> None:
-        """The client's answer to a server-to-client request (late or unknown ones are dropped)."""
+        """The client's answer to a server-to-client request (late or unknown ones are dropped).
+
+        A result that is no object, or an error that is no JSON-RPC error, settles the
+        request as an error saying so: the call asking goes on (it fails its question)
+        instead of waiting for an answer that has come and gone.
+        """
         key = coerce_request_id(message["id"])
         arrived = self._asked.get(key)
         if arrived is None or arrived.is_set():
             log.debug("dropped an answer to unknown or settled request %r", message["id"])
             return
-        result = message.get("result")
+        result, error = message.get("result"), message.get("error")
         if isinstance(result, dict):
             self._answers[key] = result
-        else:
+        elif isinstance(error, dict) or "result" not in message:
             try:
-                self._answers[key] = ErrorData.model_validate(message["error"])
+                self._answers[key] = ErrorData.model_validate(error)
             except ValueError:
                 self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
+        else:
+            kind = "null" if result is None else f"a JSON {type(result).__name__}"
+            said = f"the client sent a malformed answer (its result is {kind}, not an object)"
+            self._answers[key] = ErrorData(code=INVALID_REQUEST, message=said)
         arrived.set()
 
 

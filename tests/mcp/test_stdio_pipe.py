@@ -234,6 +234,39 @@ async def test_a_response_is_never_answered_even_a_malformed_one(app):
         assert (await peer.echo("after"))["id"] == "after"  # the first line out is the echo's answer
 
 
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"result": None}, "its result is null, not an object"),
+        ({"result": ["accept"]}, "its result is a JSON list, not an object"),
+        ({"result": "accept"}, "its result is a JSON str, not an object"),
+        ({"error": "denied"}, "the client sent a malformed error"),
+        ({"result": {"action": "bogus"}}, 'answer is malformed: field "action" expected'),
+        ({"result": {}}, 'answer is malformed: field "action" is required but was not sent'),
+    ],
+)
+async def test_a_malformed_answer_to_the_servers_question_ends_the_call_in_one_sentence(app, answer, said):
+    """The client's answer to ``elicitation/create`` settles the question whatever its shape: the call asking
+    fails with ELICITATION_FAILED (the client's fault, not the tool's) instead of waiting for ever (a result
+    that is no object was dropped) or ending INTERNAL_ERROR with a traceback (one its model refuses)."""
+    async with serving(app) as (peer, _):
+        handshake = json.loads(json.dumps(INITIALIZE))
+        handshake["params"]["capabilities"] = {"elicitation": {"form": {}}}
+        await peer.send(handshake)
+        assert (await peer.receive())["id"] == 1
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await peer.send(call(2, "billing.refund", {"id": "inv-7"}))
+        question = await peer.receive()
+        assert question["method"] == "elicitation/create"
+        await peer.send({"jsonrpc": "2.0", "id": question["id"], **answer})
+        done = await peer.receive()
+        assert done["id"] == 2
+        text = done["result"]["content"][0]["text"]
+        assert text.startswith('[ELICITATION_FAILED] Tool "billing.refund" asked for input and the client'), text
+        assert said in text and "Traceback" not in text and len(text) < 1200
+        assert (await peer.echo("after"))["id"] == "after"
+
+
 async def test_an_integer_longer_than_python_reads_is_refused_in_one_sentence(app):
     async with serving(app) as (peer, _):
         await peer.handshake()
