@@ -152,9 +152,10 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     The options are ``mcp_server``'s (``ServerOptions``: ``progress_interval``,
     ``request_state_keys`` ...). Returns normally when the client closes stdin or
     stops reading stdout, and on SIGTERM (how a host stops a server it started,
-    after closing its stdin): the calls still running are then cancelled, their
-    cleanup runs and they are answered, as at end of input. (Where signals cannot be
-    received, not in the main thread, SIGTERM keeps its own meaning.)
+    after closing its stdin) or SIGHUP (its terminal or session went away): the calls
+    still running are then cancelled, their cleanup runs and they are answered, as at
+    end of input. (Where signals cannot be received, not in the main thread, both
+    signals keep their own meaning.)
     """
     from .pipe import serve_pipe
     from .server import server_for
@@ -164,7 +165,7 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     with _claimed_stdio() as (read_fd, write_fd):
         async with anyio.create_task_group() as group:
             if _receives_signals():
-                await group.start(_stop_on_sigterm, stop)
+                await group.start(_stop_on_signal, stop)
             gone = await serve_pipe(server, read_fd, write_fd, stop=stop)
             group.cancel_scope.cancel()
     if gone:
@@ -176,12 +177,17 @@ def _receives_signals() -> bool:
     return sys.platform != "win32" and threading.current_thread() is threading.main_thread()
 
 
-async def _stop_on_sigterm(stop: anyio.Event, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-    """Set ``stop`` on the first SIGTERM; a second one, with the default handler back, ends the process."""
-    with anyio.open_signal_receiver(signal.SIGTERM) as received:
+async def _stop_on_signal(stop: anyio.Event, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    """Set ``stop`` on the first SIGTERM or SIGHUP; a second one, with the default handler back, ends the process.
+
+    SIGTERM is how a host stops a server it started; SIGHUP is what a server gets when
+    the terminal or session that started it goes away: either way the calls running
+    are cancelled and cleaned up, never killed mid-step.
+    """
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as received:
         task_status.started()
-        async for _ in received:
-            log.info("fusion-nb: SIGTERM: ending the stdio connection")
+        async for number in received:
+            log.info("fusion-nb: %s: ending the stdio connection", signal.Signals(number).name)
             stop.set()
             return
 

@@ -112,21 +112,23 @@ async def test_closing_stdin_mid_call_runs_cleanup_and_exits_0(raw_server):
     assert mark.read_text() == "cleaned"
 
 
-async def test_sigterm_mid_call_ends_the_connection_as_end_of_input_does(raw_server):
-    """How a host stops a server it started: the running call is cancelled, cleaned up and answered; exit 0.
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+async def test_sigterm_mid_call_ends_the_connection_as_end_of_input_does(raw_server, name):
+    """How a host stops a server it started (SIGTERM), or its terminal going away (SIGHUP): the running call
+    is cancelled, cleaned up and answered; exit 0.
 
-    (stdin is still open: SIGTERM alone ends it.) Without the handler the default one
-    kills the process: exit -15, no cleanup, no answer.
+    (stdin is still open: the signal alone ends it.) Without the handler the default one
+    kills the process: exit -15 (-1), no cleanup, no answer.
     """
     import signal
 
     server, mark = raw_server
     await server.start_linger()
-    server.process.send_signal(signal.SIGTERM)
+    server.process.send_signal(getattr(signal, name))
     with anyio.fail_after(20):
         answer = await server.receive()
     assert answer["id"] == 2 and answer["error"]["message"] == "Connection closed", answer
-    assert await server.exit() == (0, ["fusion-nb: SIGTERM: ending the stdio connection"])
+    assert await server.exit() == (0, [f"fusion-nb: {name}: ending the stdio connection"])
     assert mark.read_text() == "cleaned"
 
 
