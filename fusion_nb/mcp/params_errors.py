@@ -13,6 +13,9 @@ the ``MCPError`` of the handshake gate) that keeps the code and replaces the mes
   bounded whatever was sent);
 * ``tools/list came before initialize: send initialize, then notifications/initialized.``
 
+A ``-32601`` keeps the SDK's answer, but the method it names back in ``data`` is cut to
+200 characters (a client can send a method name of megabytes; the SDK echoes it whole).
+
 Only the validation of the request's params is reworded (an error titled by a request
 model, every location under ``params``, or by a handler's params model); any other
 ``ValidationError`` a handler raises keeps the SDK's generic answer, so nothing
@@ -26,14 +29,15 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import ValidationError
 
 from ..engine import validation_sentence
 
 
 class ParamsInOneSentence:
-    """Server middleware: a ``-32602`` for malformed params says which field, what was expected, what was sent."""
+    """Server middleware: a ``-32602`` for malformed params says which field, what was expected, what was sent;
+    a ``-32601`` names the unknown method in at most 200 characters."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Run the chain; reword the SDK's refusal of the request's params (the code stays ``-32602``)."""
@@ -46,6 +50,8 @@ class ParamsInOneSentence:
             sentence = validation_sentence(f"Invalid params for {ctx.method}: ", exc, under=under)
             raise MCPError(INVALID_PARAMS, sentence) from None
         except MCPError as exc:
+            if exc.code == METHOD_NOT_FOUND and isinstance(exc.data, str) and len(exc.data) > _METHOD_SHOWN:
+                raise MCPError(METHOD_NOT_FOUND, exc.message, exc.data[: _METHOD_SHOWN - 1] + "…") from None
             if not _before_handshake(ctx, exc):
                 raise
             raise MCPError(
@@ -74,4 +80,5 @@ def _before_handshake(ctx: ServerRequestContext[Any, Any], exc: MCPError) -> boo
     )
 
 
+_METHOD_SHOWN = 200  # characters of an unknown method's name a -32601 echoes
 _GATE = "Invalid request parameters"  # the SDK's message for its handshake gate (and its params check)

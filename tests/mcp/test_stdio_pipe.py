@@ -267,6 +267,29 @@ async def test_a_malformed_answer_to_the_servers_question_ends_the_call_in_one_s
         assert (await peer.echo("after"))["id"] == "after"
 
 
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_an_unknown_method_of_any_length_is_named_back_in_at_most_200_characters(app, era):
+    """The SDK's -32601 echoes the method it did not find; a client sending a name of 100,000 characters
+    gets 200 of them back, not the whole name (at any length, the answer stays bounded)."""
+    modern = era == "2026-07-28"
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": era,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    async with serving(app) as (peer, _):
+        if not modern:
+            await peer.handshake()
+        for method, shown in (("tools/frobnicate", "tools/frobnicate"), ("x" * 100_000, "x" * 199 + "…")):
+            request: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method}
+            if modern:
+                request["params"] = {"_meta": meta}
+            await peer.send(request)
+            answer = await peer.receive()
+            assert answer["id"] == 7 and answer["error"]["code"] == -32601, str(answer)[:300]
+            assert answer["error"].get("data") == shown
+
+
 async def test_an_integer_longer_than_python_reads_is_refused_in_one_sentence(app):
     async with serving(app) as (peer, _):
         await peer.handshake()
