@@ -187,10 +187,12 @@ def store_errors() -> Iterator[None]:
 
 def _task_id(method: str, params: TaskParams) -> str:
     task_id = params.task_id
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 200:
+    if not isinstance(task_id, str) or not task_id:
         shown = repr(task_id)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         raise _invalid(f"{method} needs params.taskId, the id string of a task; got {shown}.")
+    if len(task_id) > 200:  # longer than any id a store makes: a string, and no task (never looked up)
+        raise _not_found(method, task_id)
     return task_id
 
 

@@ -176,6 +176,10 @@ async def test_bad_task_requests_get_one_sentence_each(served):
             "(it never existed, has expired, or belongs to another token)."
         )
         assert await refused(get(peer, 7)) == "tasks/get needs params.taskId, the id string of a task; got 7."
+        assert await refused(get(peer, "a" * 300)) == (  # a string, longer than any task id: no such task
+            f'tasks/get: there is no task "{"a" * 37}..." for this client '
+            "(it never existed, has expired, or belongs to another token)."
+        )
         assert await refused(peer.request("tasks/cancel", {})) == (
             "tasks/cancel needs params.taskId, the id string of a task; got None."
         )
