@@ -686,36 +686,46 @@ class PipeConnection:
         self._scope.cancel()
 
     async def run(self, stop: anyio.Event | None = None) -> None:
-        """Serve until end of input, the client stops reading or ``stop`` is set; every call has ended on return."""
+        """Serve until end of input, the client stops reading or ``stop`` is set; every call has ended on return.
+
+        Also when the task serving is cancelled from outside (Ctrl-C under ``asyncio.run``
+        cancels the main task): the calls are ended and waited for all the same, so none
+        outlives the connection and writes to descriptors its caller has taken back.
+        """
         async with anyio.create_task_group() as group:
             group.start_soon(self.writer.run)
             if stop is not None:
                 group.start_soon(self._close_when, stop)
-            with self._scope:
-                try:
-                    await self._read()
-                finally:
-                    self.reader.close()
-            self._ended = True
-            self.writer.release()  # answers queued for a client behind wait for the final drain, not for room
-            for arrived in self._asked.values():
-                arrived.set()  # no answer: Connection closed
-            for exchange in list(self._calls.values()):
-                exchange.stop()
-            with anyio.move_on_after(_CLEANUP_TIMEOUT, shield=True) as waited:
-                while self._running:
-                    self._idle = anyio.Event()
-                    await self._idle.wait()
-            if waited.cancelled_caught:
-                log.warning(
-                    "fusion-nb: %d call(s) still cleaning up %g s after the end", self._running, _CLEANUP_TIMEOUT
-                )
-            if self.connection is not None:
-                await aclose_shielded(self.connection)
-            if not self._left:  # (it was given that long already)
-                await self.writer.drain(_FINAL_WRITE_TIMEOUT)
-            group.cancel_scope.cancel()
-        self.finished.set()
+            try:
+                with self._scope:
+                    try:
+                        await self._read()
+                    finally:
+                        self.reader.close()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._end()
+                self.finished.set()
+                group.cancel_scope.cancel()
+
+    async def _end(self) -> None:
+        """End every call (cancelled, cleaned up, answered ``Connection closed``), then the era's connection."""
+        self._ended = True
+        self.writer.release()  # answers queued for a client behind wait for the final drain, not for room
+        for arrived in self._asked.values():
+            arrived.set()  # no answer: Connection closed
+        for exchange in list(self._calls.values()):
+            exchange.stop()
+        with anyio.move_on_after(_CLEANUP_TIMEOUT) as waited:
+            while self._running:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        if waited.cancelled_caught:
+            log.warning("fusion-nb: %d call(s) still cleaning up %g s after the end", self._running, _CLEANUP_TIMEOUT)
+        if self.connection is not None:
+            await aclose_shielded(self.connection)
+        if not self._left:  # (it was given that long already)
+            await self.writer.drain(_FINAL_WRITE_TIMEOUT)
 
     async def _read(self) -> None:
         """The reader task: what needs waiting (the era's opening, a notification to the server, a client behind)."""

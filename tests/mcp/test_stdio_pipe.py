@@ -391,6 +391,37 @@ async def test_end_of_input_mid_call_runs_the_cleanup_and_ends_the_connection(ap
     assert connection.finished.is_set() and not connection.client_gone
 
 
+async def test_the_task_serving_cancelled_from_outside_still_ends_every_call_before_run_returns(app):
+    """Ctrl-C under ``asyncio.run`` cancels the main task, which serves the connection: the calls are ended
+    (cleanup run, answered ``Connection closed``) before ``run`` returns, not left running to write later to
+    descriptors the caller has taken back (``fusion-nb connect`` printed an EBADF traceback so)."""
+    server_in, peer_out = os.pipe()
+    peer_in, server_out = os.pipe()
+    for fd in (server_in, server_out, peer_out):
+        os.set_blocking(fd, False)
+    connection = PipeConnection(mcp_server(app), server_in, server_out)
+    peer = Peer(peer_out, peer_in)
+    try:
+        async with anyio.create_task_group() as group:
+            outside = anyio.CancelScope()
+
+            async def serve() -> None:
+                with outside:
+                    await connection.run()
+
+            group.start_soon(serve)
+            await peer.handshake()
+            await peer.send(call(2, "linger", progressToken="p"))
+            assert (await peer.receive())["method"] == "notifications/progress"
+            outside.cancel()
+            answer = await peer.receive()
+        assert answer == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}
+        assert app.cleanups == ["linger"] and connection.finished.is_set()
+    finally:
+        for fd in (server_in, server_out, peer_out, peer_in):
+            os.close(fd)
+
+
 async def test_a_cancel_and_an_answer_interleaved_each_settle_once(app):
     async with serving(app) as (peer, _):
         await peer.handshake()
