@@ -157,10 +157,31 @@ def sdk_server() -> Any:
     return Server("bench-bare", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class UnicodeSafeWriter:
+    """The write stream ``serve_stdio`` wrapped the SDK's ``stdio_server`` in before issue 27 (and ``fusion-nb
+    connect`` until it moved onto the pipe too): a lone surrogate replaced (U+FFFD) where a message cannot be
+    written as UTF-8, checked by one more ``model_dump_json`` per message. Kept here so the row on the SDK's
+    transport costs what that path cost."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    async def send(self, item: Any) -> None:
+        try:
+            item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        except ValueError:
+            from fusion_nb.mcp.pipe import without_surrogates
+
+            data = without_surrogates(item.message.model_dump(by_alias=True, exclude_unset=True))
+            item = type(item)(type(item.message).model_validate(data), metadata=getattr(item, "metadata", None))
+        await self.stream.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 async def on_sdk_transport(server: Any) -> None:
     from mcp.server.stdio import stdio_server
-
-    from fusion_nb.mcp.stdio import UnicodeSafeWriter
 
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, UnicodeSafeWriter(write_stream), server.create_initialization_options())

@@ -81,6 +81,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..mcp.client_config import TOKEN_ENV
+from ..mcp.params_errors import ParamsInOneSentence
 from ..mcp.tasks import LEGACY_CAPABILITY, requested_ttl
 from ..mcp.tasks_client import EXTENSION as TASKS_EXTENSION
 from ..mcp.tasks_client import listen_request
@@ -154,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         headers[name.strip()] = value.strip()
     token = args.token or os.environ.get(TOKEN_ENV) or None
     sys.stdout.flush()
+    from ..mcp.stdio import log_connection_events
+
+    log_connection_events()  # the host's side says how it ended (SIGTERM, the host stopped reading), as serve's does
     return asyncio.run(bridge(args.url, token, headers=headers))
 
 
@@ -222,14 +226,10 @@ async def bridge(
                 server.extensions[TASKS_EXTENSION] = {}  # declared to the host exactly when the upstream declares it
             if streams is not None:
                 await server.run(*streams, server.create_initialization_options())
-            else:
-                from mcp.server.stdio import stdio_server
+            else:  # the host's side is fusion-nb serve's own stdio: bad lines, bounds, ids in use, signals
+                from ..mcp.stdio import serve_server_stdio
 
-                from ..mcp.stdio import UnicodeSafeWriter
-
-                async with stdio_server() as (read_stream, write_stream):
-                    writer = UnicodeSafeWriter(write_stream)  # an upstream's lone surrogate must not stall the host
-                    await server.run(read_stream, writer, server.create_initialization_options())  # type: ignore[arg-type]
+                await serve_server_stdio(server)
             finished.set()
     except* Exception as failed:
         from ..mcp.http import bearer_headers
@@ -517,9 +517,8 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
         on_call_tool=call_tool,
         on_subscriptions_listen=_TaskListen(ListenHandler(relay.bus), relay),
     )
-    server.middleware = [
-        _TaskRelay(relay)
-    ]  # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp)
+    # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp); params refused in one sentence
+    server.middleware = [ParamsInOneSentence(), _TaskRelay(relay)]
     for method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"):
         server.add_request_handler(method, _OpenParams, _task_request(relay, method))
     return server, relay

@@ -40,12 +40,15 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..engine import App
 from .options import ServerOptions, with_options
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
 
 log = logging.getLogger("fusion_nb.mcp.stdio")  # (not __name__: run with -m it is "__main__")
 
@@ -106,45 +109,6 @@ def _claimed_stdio() -> Iterator[tuple[int, int]]:
         os.close(null)
 
 
-class UnicodeSafeWriter:
-    """The SDK ``stdio_server``'s write stream, replacing lone surrogates (U+FFFD) in a message UTF-8 cannot carry.
-
-    (``fusion-nb connect`` serves its bridge on the SDK's transport.) Only a message
-    that fails to serialize is rebuilt: the check is the SDK's own ``model_dump_json``,
-    once more per message written.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-
-    async def send(self, item: Any) -> None:
-        """Send ``item`` (a ``SessionMessage``), made writable first if need be."""
-        try:
-            item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        except ValueError:  # pydantic's serialization error for a surrogate (a ValueError)
-            item = _replaced_surrogates(item)
-        await self.stream.send(item)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-    async def __aenter__(self) -> UnicodeSafeWriter:
-        await self.stream.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        return await self.stream.__aexit__(*exc_info)
-
-
-def _replaced_surrogates(item: Any) -> Any:
-    """``item`` with every lone surrogate in its message's strings replaced by U+FFFD."""
-    from .pipe import without_surrogates
-
-    message = item.message
-    data = without_surrogates(message.model_dump(by_alias=True, exclude_unset=True))
-    return type(item)(type(message).model_validate(data), metadata=getattr(item, "metadata", None))
-
-
 @with_options(ServerOptions)
 async def serve_stdio(app: App, options: ServerOptions) -> None:
     """Serve ``app`` on this process's stdin/stdout until the client leaves (both eras).
@@ -157,10 +121,16 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     end of input. (Where signals cannot be received, not in the main thread, both
     signals keep their own meaning.)
     """
-    from .pipe import serve_pipe
     from .server import server_for
 
-    server = server_for(app, options)
+    await serve_server_stdio(server_for(app, options))
+
+
+async def serve_server_stdio(server: Server[Any]) -> None:
+    """``serve_stdio`` for an SDK ``Server`` built elsewhere (``fusion-nb connect``'s bridge): the same pipe,
+    the same ways of ending (stdin closed, stdout gone, SIGTERM or SIGHUP), the same lines on stderr."""
+    from .pipe import serve_pipe
+
     stop = anyio.Event()
     with _claimed_stdio() as (read_fd, write_fd):
         async with anyio.create_task_group() as group:
