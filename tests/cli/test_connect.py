@@ -630,3 +630,48 @@ async def test_the_upstream_closing_its_task_stream_ends_the_hosts_stream_gracef
             await streams.until(lambda: streams.open == 1)  # the bridge's own stream, re-opened; no task stream
             calls.cancel_scope.cancel()
         tasks_of(upstream.app).cancel("bob", task_id)
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+async def test_the_hosts_side_is_serves_own_stdio_bad_lines_ids_in_use_and_signals(tmp_path, name):
+    """The bridge's host side is ``fusion-nb serve``'s stdio: a line that is no JSON gets one error line, bad
+    params one sentence naming the field, an id still running is refused; SIGTERM (a host stopping it) and
+    Ctrl-C end it at once, the call in flight cancelled upstream (its cleanup runs) and answered. On the SDK's
+    transport these got no answer, a second answer, and (Ctrl-C) a wait for the host's next line."""
+    import signal
+
+    from stdio_serving import INITIALIZE, StdioCommand, open_raw
+
+    marks = tmp_path / "marks"
+    async with served("service_app", env={"FUSION_NB_TEST_MARKS": str(marks)}) as server:
+        bridge = StdioCommand(
+            [sys.executable, "-m", "fusion_nb", "connect", server.url], cli_env(FUSION_NB_TOKEN=server.token)
+        )
+        async with open_raw(bridge) as host:
+            await host.send(INITIALIZE)
+            assert (await host.receive())["id"] == 1
+            await host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert host.process.stdin is not None
+            await host.process.stdin.send(b"not json\n")
+            refused = await host.receive()
+            assert refused["id"] is None and refused["error"]["code"] == -32700, refused
+            await host.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 5}})
+            assert (await host.receive())["error"]["message"] == (
+                'Invalid params for tools/call: field "params.name" expected a string, got 5 (int).'
+            )
+            slow = {"name": "slow", "arguments": {"tag": "bridged"}, "_meta": {"progressToken": "p"}}
+            await host.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
+            assert (await host.receive())["method"] == "notifications/progress"  # running upstream
+            await host.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}})
+            in_use = await host.receive()
+            assert in_use["id"] == 2 and "is in use by a call still running" in in_use["error"]["message"], in_use
+            host.process.send_signal(getattr(signal, name))
+            with anyio.fail_after(20):
+                answer = await host.receive()
+            assert answer == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}
+            expected = (0, ["fusion-nb: SIGTERM: ending the stdio connection"]) if name == "SIGTERM" else None
+            code, lines = await host.exit()
+            assert (code, lines) == (expected or (130, ["fusion-nb: interrupted"]))
+        with anyio.fail_after(20):
+            while "cleanup bridged" not in marks.read_text():  # (the upstream's cancel lands after the bridge exits)
+                await anyio.sleep(0.05)
