@@ -304,10 +304,17 @@ class _Relay:
     def upstream_failed(self, exc: BaseException) -> str:
         """Note the upstream's failure (logged once); the sentence every pending and later call gets."""
         if self.failed is None:
-            self.failed = (
-                f"the upstream server at {self.url} failed ({type(exc).__name__}) while a call was in flight; "
-                "its outcome is unknown; restart the bridge once the server is back"
-            )
+            cause = type(_first_leaf(exc)).__name__  # (an ExceptionGroup says nothing: what is inside it does)
+            if self.pending:
+                self.failed = (
+                    f"the upstream server at {self.url} failed ({cause}) while a call was in flight; "
+                    "its outcome is unknown; restart the bridge once the server is back"
+                )
+            else:  # nothing was running: no outcome is in doubt
+                self.failed = (
+                    f"the connection to the upstream server at {self.url} was lost ({cause}); "
+                    "restart the bridge once the server is back"
+                )
             log(self.failed)
         for failure in list(self.pending):
             failure.fail(exc)
@@ -982,6 +989,13 @@ def _restamped(item: Any, forwarded: _Forwarded) -> Any:
         )
     restamped = message.model_copy(update={"params": {**params, "_meta": meta}})
     return dataclasses.replace(item, message=restamped)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside ``exc``'s groups, however nested (``exc`` itself when it is no group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _upstream_failure(url: str, headers: dict[str, str] | None, group: BaseExceptionGroup[Exception]) -> str:

@@ -253,6 +253,29 @@ async def test_a_call_in_flight_is_answered_when_the_upstream_dies(era, tmp_path
     assert "upstream" in text.lower(), text
 
 
+async def test_an_upstream_lost_while_idle_is_said_so_not_as_a_call_in_doubt():
+    """Killed with nothing running, the upstream is reported lost, naming the error inside the SDK's groups
+    (it read "failed (ConnectError) while a call was in flight; its outcome is unknown", or named an
+    ExceptionGroup when the SDK grouped the error)."""
+    async with served("service_app") as server, bridged(server.url, server.token, "2026") as client:
+        await client.list_tools()
+        server.process.kill()
+        await server.process.wait()
+        with anyio.fail_after(30):
+            while True:  # (the bridge hears of the loss through its listen stream, or at this call's POST)
+                try:
+                    answer = await client.call_tool("echo", {"text": "x"})
+                except MCPError as exc:
+                    text = exc.error.message
+                else:
+                    text = answer.content[0].text if answer.is_error else ""
+                if "upstream" in text:
+                    break
+                await anyio.sleep(0.05)
+    assert text.startswith(f"the connection to the upstream server at {server.url} was lost ("), text
+    assert "in flight" not in text and "ExceptionGroup" not in text, text
+
+
 async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
     """The SDK client with ``TasksExtension`` through ``fusion-nb connect``: a 3 s job outlives 1 s timeouts,
     its task is listed, a required-task tool is cancelled (its cleanup runs upstream).
