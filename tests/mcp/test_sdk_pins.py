@@ -50,7 +50,6 @@ SDK_NAMES = frozenset(
         "mcp.server.runner:aclose_shielded",
         "mcp.server.runner:modern_error_data",
         "mcp.server.session:ServerSession",
-        "mcp.server.stdio:stdio_server",
         "mcp.server.streamable_http:check_accept_headers",
         "mcp.server.streamable_http_manager:StreamableHTTPASGIApp",
         "mcp.server.streamable_http_manager:StreamableHTTPSessionManager",
