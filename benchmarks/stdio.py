@@ -179,6 +179,13 @@ class UnicodeSafeWriter:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 
+    async def __aenter__(self) -> UnicodeSafeWriter:  # (the SDK's dispatcher enters it; dunders skip __getattr__)
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self.stream.__aexit__(*exc_info)
+
 
 async def on_sdk_transport(server: Any) -> None:
     from mcp.server.stdio import stdio_server
@@ -252,7 +259,8 @@ class RawPipe:
         """Read until at least ``wanted`` whole lines arrived; how many did."""
         count = self.buffer.count(b"\n")
         while count < wanted:
-            select.select([self.out], [], [], 30)
+            if not select.select([self.out], [], [], 30)[0]:  # (a child that failed but lives on holds stdout open)
+                raise TimeoutError("the server answered nothing for 30 s")
             chunk = os.read(self.out, 1 << 16)
             if not chunk:
                 raise EOFError("the server closed stdout")
@@ -286,13 +294,14 @@ class RawPipe:
         return calls / (time.perf_counter() - start)
 
     def close(self) -> None:
-        assert self.process.stdin is not None
+        assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.close()
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.process.stdout.close()
 
 
 # ---- the official Python client ----

@@ -101,3 +101,15 @@ def test_startup_rows_are_measured_interleaved_and_the_table_gives_fusion_nbs_sh
         "fusion-nb's own share (serve minus the SDK's import): 0.130 s, the median of the paired runs; "
         "0.100 s, fastest minus fastest"
     )
+
+
+@pytest.mark.parametrize("name", [*bench_stdio.SERVERS, bench_stdio.TEXT_ECHO])
+def test_every_server_row_answers_a_call_on_both_eras(name) -> None:
+    """Each server the benchmark starts serves the echo tool (a row whose child crashes has no figures to print;
+    the SDK-transport row's writer once lacked the async context manager the SDK's dispatcher enters)."""
+    for era in (bench_stdio.LEGACY, bench_stdio.MODERN):
+        pipe = bench_stdio.RawPipe(bench_stdio.child_argv(name), era)
+        try:
+            assert len(pipe.sequential(3)) == 3
+        finally:
+            pipe.close()
