@@ -43,6 +43,30 @@ def test_the_image_runs_fusion_nb_serve_as_a_non_root_user():
     assert user not in ("root", "0") and f"--uid {10001}" in DOCKERFILE
 
 
+@pytest.mark.timeout(600)
+def test_what_the_image_copies_before_pip_install_builds_the_package(tmp_path):
+    """No Docker engine here: the build stage's COPYs are replayed into a folder and built as pip would."""
+    import shutil
+    import zipfile
+
+    build_stage = DOCKERFILE.split("RUN pip install .", 1)[0]
+    for line in re.findall(r"^COPY (.*)$", build_stage, flags=re.M):
+        *sources, target = line.split()
+        for source in map(REPO.joinpath, sources):
+            into = tmp_path / source.name if target.rstrip("/") == "." else tmp_path / target
+            (shutil.copytree if source.is_dir() else shutil.copy)(source, into)
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "fusion_nb/widgets/__init__.py" in names and "fusion_nb/engine/_backends/__init__.py" in names
+
+
 TASK_STORE_ENV = "FUSION_NB_TASK_STORE"  # the task store's variable (docs/tasks-across-workers.md)
 
 

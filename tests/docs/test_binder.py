@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -22,10 +21,10 @@ from pathlib import Path
 import pytest
 from nbval_run import run_nbval
 from packaging.specifiers import SpecifierSet
+from venvs import clean_copy, find_python, install_kernel, run_in_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
 
 def runtime_python() -> str:
@@ -34,37 +33,6 @@ def runtime_python() -> str:
     match = re.fullmatch(r"python-(3\.\d+)", text)
     assert match, f"binder/runtime.txt must read python-3.Y (repo2docker's format), not {text!r}"
     return match.group(1)
-
-
-def find_python(version: str) -> Path:
-    """An interpreter of ``version`` on this machine (pyenv's, or one on PATH), or a clear failure."""
-    candidates = sorted(PYENV_ROOT.glob(f"versions/{version}.*/bin/python{version}"), reverse=True)
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        candidates.append(Path(on_path))
-    if not candidates:
-        pytest.fail(
-            f"binder/runtime.txt names Python {version}, which this machine lacks (looked in "
-            f"{PYENV_ROOT}/versions and on PATH): install it (pyenv install {version}) to simulate Binder"
-        )
-    return candidates[0]
-
-
-def clean_copy(destination: Path) -> Path:
-    """The repository as repo2docker receives it: tracked and new files, nothing git ignores."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
 
 
 def test_runtime_satisfies_requires_python():
@@ -95,53 +63,28 @@ def test_a_checkout_imports_its_widgets_without_any_install_metadata():
     assert Path(widgets) == ROOT / "widgets" / "__init__.py"
 
 
-def run_in_kernel(kernels: Path, cwd: Path, cells: list[str]) -> list[str]:
-    """Run ``cells`` in the ``binder`` kernel (under ``kernels``) started in ``cwd``.
-
-    Returns each cell's printed text and result; a cell that fails fails the test.
-    """
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    manager = KernelManager(
-        kernel_name="binder", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels / "kernels")])
-    )
-    manager.start_kernel(cwd=str(cwd), env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=60)
-        texts = []
-        for cell in cells:
-            outputs: list[dict] = []
-            reply = client.execute_interactive(cell, timeout=60, output_hook=outputs.append)
-            errors = [o["content"] for o in outputs if o["msg_type"] == "error"]
-            assert reply["content"]["status"] == "ok", f"{cell!r} failed in the Binder kernel: {errors}"
-            texts.append(
-                "".join(
-                    o["content"].get("text", "") or o["content"].get("data", {}).get("text/plain", "")
-                    for o in outputs
-                    if o["msg_type"] in ("stream", "execute_result")
-                )
-            )
-        return texts
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
 @pytest.mark.kernel
 @pytest.mark.timeout(1500)
-def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_path, capsys):
+@pytest.mark.parametrize("install", ["editable", "installed"])
+def test_binder_build_loads_the_extension_and_runs_notebook_01(install, tmp_path, capsys):
+    """As Binder builds (editable), and once with the checkout installed as a user's pip would.
+
+    The installed run keeps the kernel out of the repository root (there the checkout's own
+    ``fusion_nb/`` shadows any installed copy), so it proves the built package itself works.
+    """
     version = runtime_python()
     python = find_python(version)
     repo = clean_copy(tmp_path / "repo")
     venv = tmp_path / "venv"
     subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
     venv_python = venv / "bin" / "python"
+    requirements = repo / "binder" / "requirements.txt"
+    if install == "installed":
+        lines = requirements.read_text().splitlines()
+        requirements.write_text("\n".join("." if line.strip() == "-e ." else line for line in lines) + "\n")
 
     started = time.monotonic()
-    install = subprocess.run(
+    done = subprocess.run(
         [str(venv_python), "-m", "pip", "install", "--quiet", "-r", "binder/requirements.txt"],
         cwd=repo,
         capture_output=True,
@@ -149,20 +92,17 @@ def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_p
         timeout=1200,
     )
     install_seconds = time.monotonic() - started
-    assert install.returncode == 0, install.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
     post_build = subprocess.run([str(repo / "binder" / "postBuild")], cwd=repo, capture_output=True, text=True)
     assert post_build.returncode == 0, post_build.stderr
     assert not [p.name for p in repo.iterdir() if p.name == "build" or p.name.endswith(".egg-info")]
 
-    kernels = tmp_path / "share" / "jupyter"
-    subprocess.run(
-        [str(venv_python), "-m", "ipykernel", "install", "--prefix", str(tmp_path), "--name", "binder"],
-        check=True,
-        capture_output=True,
-    )
+    kernels = install_kernel(venv_python, tmp_path, "binder")
+    cwd = repo if install == "editable" else repo / "notebooks"
     version_and_widgets, loaded, _card, called = run_in_kernel(
         kernels,
-        repo,
+        "binder",
+        cwd,
         [
             "import sys, fusion_nb.widgets\nprint(sys.version_info[:2], fusion_nb.widgets.__file__)",
             "%load_ext fusion_nb",
@@ -170,7 +110,12 @@ def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_p
             "await greet()",
         ],
     )
-    assert version_and_widgets == f"({version.replace('.', ', ')}) {repo / 'widgets' / '__init__.py'}\n"
+    shown_version, widgets_file = version_and_widgets.rsplit(" ", 1)
+    assert shown_version == f"({version.replace('.', ', ')})"
+    if install == "editable":
+        assert Path(widgets_file.strip()) == repo / "widgets" / "__init__.py"
+    else:
+        assert Path(widgets_file.strip()).is_relative_to(venv), f"not the installed copy: {widgets_file}"
     assert loaded == ""
     assert called == "'Hello from Binder'"
 
@@ -185,8 +130,8 @@ def test_binder_build_loads_the_extension_at_the_root_and_runs_notebook_01(tmp_p
     summary = (nbval.stdout.strip().splitlines() or ["no output"])[-1]
     with capsys.disabled():
         print(
-            f"\nBinder simulation: Python {version} ({python}), pip install -r binder/requirements.txt "
-            f"{install_seconds:.0f} s, notebook 01 under nbval {nbval_seconds:.0f} s: {summary}"
+            f"\nBinder simulation ({install}): Python {version} ({python}), pip install -r "
+            f"binder/requirements.txt {install_seconds:.0f} s, notebook 01 under nbval {nbval_seconds:.0f} s: {summary}"
         )
     assert nbval.returncode == 0, nbval.stdout[-3000:]
 
