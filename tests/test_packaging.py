@@ -286,7 +286,7 @@ def test_the_wheel_installed_in_a_fresh_venv_works(
 
     helped = subprocess.run([str(bin_ / "fusion-nb"), "--help"], cwd=work, env=env, capture_output=True, text=True)
     assert helped.returncode == 0, helped.stderr[-2000:]
-    assert "serve" in helped.stdout
+    assert "serve" in helped.stdout and "install" in helped.stdout
 
     code = "import fusion_nb, fusion_nb.widgets; print(fusion_nb.__file__); print(fusion_nb.widgets.__file__)"
     imported = subprocess.run([str(bin_ / "python"), "-c", code], cwd=work, env=env, capture_output=True, text=True)

@@ -1,6 +1,6 @@
 """The ``fusion-nb`` command: serve, check, connect and export MCP tools written in notebooks.
 
-One module per subcommand (``serve``, ``check``, ``connect``, ``export``); each offers
+One module per subcommand (``serve``, ``check``, ``connect``, ``export``, ``install``); each offers
 ``add_parser(subparsers)`` and ``run(args) -> int``. Exit codes follow the Unix
 convention: 0 ok, 1 runtime error (a failing cell, a port in use, an unreachable
 URL), 2 usage error (argparse's own). Every message for a person goes to stderr, so
@@ -33,15 +33,26 @@ examples:
   fusion-nb serve tools.py --transport http --port 8000               # Streamable HTTP at /mcp
   fusion-nb connect http://127.0.0.1:8000/mcp --token "$TOKEN"        # stdio bridge to a server
   fusion-nb export notebooks/01-quickstart.ipynb -o tools.py
+  fusion-nb install claude-desktop notebooks/01-quickstart.ipynb     # register with a host
 
 Run `fusion-nb COMMAND --help` for a command's options. Exit status: 0 ok, 1 error, 2 usage.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: one sub-parser per subcommand module."""
-    from . import check, connect, export, serve
+#: subcommand -> its module (in the order ``--help`` lists them)
+COMMANDS = {"serve": "serve", "check": "check", "connect": "connect", "export": "export", "install": "install"}
 
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line: one sub-parser per subcommand module.
+
+    Given ``argv`` that names a subcommand, only that module is imported: ``connect`` loads
+    the whole MCP SDK (0.7 s), which ``install`` has no use for.
+    """
+    import importlib
+
+    named = next((arg for arg in argv or () if not arg.startswith("-")), None)
+    wanted = [named] if named in COMMANDS else list(COMMANDS)
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=DESCRIPTION,
@@ -50,15 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for module in (serve, check, connect, export):
-        module.add_parser(commands)
+    for command in wanted:
+        importlib.import_module(f".{COMMANDS[command]}", __name__).add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (``python -m fusion_nb`` and the console script)."""
     reopen_closed_std_fds()
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
