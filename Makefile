@@ -50,7 +50,7 @@ redis:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  echo "redis-server is missing: install Debian's redis-server package for the task-store tests"
 
-# Real MCP clients nobody here wrote (TypeScript SDK, Inspector CLI), pinned in tests/interop/package.json.
+# Real MCP clients nobody here wrote (TypeScript SDK, Inspector CLI) and the MCPB CLI, pinned in tests/interop/package.json.
 INTEROP_STAMP := tests/interop/node_modules/.installed-stamp
 $(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	@command -v npm >/dev/null || { echo "npm is missing: the interop tests need Node 20 and npm"; exit 1; }
