@@ -1,6 +1,6 @@
-"""The ``fusion-nb`` command: serve, check, connect and export MCP tools written in notebooks.
+"""The ``fusion-nb`` command: serve, check, connect, export, install and package notebook MCP tools.
 
-One module per subcommand (``serve``, ``check``, ``connect``, ``export``, ``install``); each offers
+One module per subcommand (``serve``, ``check``, ``connect``, ``export``, ``install``, ``package``); each offers
 ``add_parser(subparsers)`` and ``run(args) -> int``. Exit codes follow the Unix
 convention: 0 ok, 1 runtime error (a failing cell, a port in use, an unreachable
 URL), 2 usage error (argparse's own). Every message for a person goes to stderr, so
@@ -34,13 +34,14 @@ examples:
   fusion-nb connect http://127.0.0.1:8000/mcp --token "$TOKEN"        # stdio bridge to a server
   fusion-nb export notebooks/01-quickstart.ipynb -o tools.py
   fusion-nb install claude-desktop notebooks/01-quickstart.ipynb     # register with a host
+  fusion-nb package notebooks/01-quickstart.ipynb --out dist/quickstart    # registry, MCPB, Docker
 
 Run `fusion-nb COMMAND --help` for a command's options. Exit status: 0 ok, 1 error, 2 usage.
 """
 
 
-#: subcommand -> its module (in the order ``--help`` lists them)
-COMMANDS = {"serve": "serve", "check": "check", "connect": "connect", "export": "export", "install": "install"}
+#: the subcommands, each a module of this package, in the order ``--help`` lists them
+COMMANDS = ("serve", "check", "connect", "export", "install", "package")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -62,7 +63,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in wanted:
-        importlib.import_module(f".{COMMANDS[command]}", __name__).add_parser(commands)
+        importlib.import_module(f".{command}", __name__).add_parser(commands)
     return parser
 
 
