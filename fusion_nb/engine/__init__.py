@@ -27,6 +27,7 @@ from ._errors import (
     UNKNOWN_TOOL,
     Aborted,
     ToolError,
+    did_you_mean,
 )
 from ._interactive import (
     InputAction,
@@ -121,6 +122,7 @@ __all__ = [
     "answer_limits",
     "ask",
     "current_backend",
+    "did_you_mean",
     "enable_job_tools",
     "fields_from_schema",
     "form_schema",

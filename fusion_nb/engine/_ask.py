@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._errors import no_such_attribute
+
 _NO_DEFAULT: Any = object()
 _TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
 _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false"}
@@ -114,6 +116,12 @@ class AskField:
     def __repr__(self) -> str:
         return f"<ask.{self.type} {self.description!r}>"
 
+    def __getattr__(self, name: str) -> Any:
+        """A mistyped method (``.mx(5)``) is named with the near one, in one sentence."""
+        if name.startswith("_") or name in self.__slots__:
+            raise AttributeError(name)
+        raise no_such_attribute("a field", "method", name, [n for n in dir(type(self)) if n not in self.__slots__])
+
 
 class _Ask:
     """Namespace of field constructors: ``ask.string("Name")``, ``ask.number("Age").min(0)``."""
@@ -145,6 +153,12 @@ class _Ask:
         if not values or not all(isinstance(v, str) for v in values):
             raise ValueError("ask.enum needs a non-empty list of strings")
         return AskField("string", description, values)
+
+    def __getattr__(self, name: str) -> Any:
+        """A mistyped field kind (``ask.integr``) is named with the near one, in one sentence."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise no_such_attribute("ask", "field kind", name, dir(type(self)), prefix="ask.")
 
 
 ask = _Ask()

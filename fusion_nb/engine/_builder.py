@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Strict, StrictBool, StrictInt, StrictStr
 
+from ._errors import no_such_attribute
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, enum_annotation, strict_model
 from ._tasks import TaskOptions
@@ -220,6 +221,12 @@ class ToolBuilder:
     def __repr__(self) -> str:
         return f"<ToolBuilder {self._verb} {self._name!r}>"
 
+    def __getattr__(self, name: str) -> Any:
+        """A mistyped method (``.with_integr``) is named with the near one, in one sentence."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise no_such_attribute(f'f.{self._verb}("{self._name}")', "method", name, dir(type(self)))
+
 
 class BuilderFactory:
     """``f``: starts a builder for one tool of an app."""
@@ -238,3 +245,9 @@ class BuilderFactory:
     def mutation(self, name: str) -> ToolBuilder:
         """A destructive tool (``destructiveHint``) whose calls run one at a time, FIFO."""
         return ToolBuilder(self._app, "mutation", name)
+
+    def __getattr__(self, name: str) -> Any:
+        """A mistyped verb (``f.querry``) is named with the near one, in one sentence."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise no_such_attribute("f", "verb", name, _VERB_HINTS, prefix="f.")

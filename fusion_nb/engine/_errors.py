@@ -6,6 +6,7 @@ each sentence is written once and every caller says the same thing.
 
 from __future__ import annotations
 
+import difflib
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -127,14 +128,34 @@ def abort_error(tool_name: str, reason: str, timeout: float | None) -> ToolError
     )
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to a mistyped ``name`` (``with_integr`` -> ``with_integer``), or ``None``."""
+    if len(name) > 200:  # (difflib is quadratic: a pasted paragraph is no typo)
+        return None
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def no_such_attribute(owner: str, what: str, name: str, choices: Iterable[str], prefix: str = ".") -> AttributeError:
+    """``ask has no field kind "integr" (did you mean ask.integer?)``: a mistyped name as one sentence."""
+    public = sorted(c for c in choices if not c.startswith("_"))
+    near = did_you_mean(name, public)
+    hint = f"did you mean {prefix}{near}?" if near else f"the {what}s are {', '.join(public)}"
+    error = AttributeError(f'{owner} has no {what} "{name}" ({hint})')
+    error.name = name
+    return error
+
+
 def unknown_tool(name: str, known: Iterable[str]) -> ToolError:
-    """A call to a name the app does not have; lists (a bounded number of) the names it has."""
+    """A call to a name the app does not have: the near name if one is, else (a bounded number of) the names."""
     names = sorted(known)
     listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
     shown = name if len(name) <= 60 else name[:57] + "..."
+    near = did_you_mean(name, names)
+    hint = f'did you mean "{near}"? ' if near else ""
     return ToolError(
         UNKNOWN_TOOL,
-        f'There is no tool named "{shown}" (available tools: {listed or "none"}).',
+        f'There is no tool named "{shown}" ({hint}available tools: {listed or "none"}).',
         recovery="Call tools/list and use one of the listed names.",
         details={"tool": shown},
     )

@@ -60,6 +60,12 @@ class InputFields:
             raise ValueError(f"field {key!r} is defined twice")
         if optional and default is _MISSING:
             annotation, default = annotation | None, None
+        elif default is not _MISSING and not (optional and default is None):  # fails here, not in a form later
+            try:
+                pydantic.TypeAdapter(annotation).validate_python(default)
+            except pydantic.ValidationError as exc:
+                reason = exc.errors()[0]["msg"].lower()
+                raise ValueError(f'field "{key}" cannot default to {default!r} ({reason})') from None
         self.definitions[key] = (annotation, Field(default, description=description))
 
     def build(self, tool_name: str) -> type[BaseModel]:

@@ -36,10 +36,21 @@ import anyio
 
 from fusion_nb.widgets import ShownScriptedAnswers, WidgetInputChannel, has_widget_frontend, show_call
 
-from ..engine import App, Call, CallResult, InputChannel, InputRequest, ScriptedAnswers, Tool, use_presenter
+from ..engine import (
+    App,
+    Call,
+    CallResult,
+    InputChannel,
+    InputRequest,
+    ScriptedAnswers,
+    Tool,
+    did_you_mean,
+    use_presenter,
+)
 from ..mcp.rich import Presenter
 from ..mcp.tasks import TASK_ORIGIN
 from .cell_compiler import python_name
+from .cell_tool import TOOL_CELL_PREFIX
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
@@ -102,7 +113,7 @@ class Host:
         # IPython has one custom-exception slot: take it only if nobody else did
         self._owns_custom_exc = not getattr(shell, "custom_exceptions", ())
         if self._owns_custom_exc:
-            shell.set_custom_exc((asyncio.CancelledError,), self._render_exception)
+            shell.set_custom_exc((asyncio.CancelledError, SyntaxError), self._render_exception)
         self._quiet_wait = QuietWaitBackground()
         shell.ast_transformers.append(self._quiet_wait)
         formatter = shell.display_formatter
@@ -268,7 +279,15 @@ class Host:
         return f"\x1b[31m{name}\x1b[39m: {text}"
 
     def _render_exception(self, shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> Any:
-        """IPython's custom exception handler (for ``CancelledError``): one line for an interrupt."""
+        """IPython's custom exception handler: one line for an interrupt; a tool body's syntax error at its line.
+
+        A ``%%fusion_tool`` body that does not parse is shown as a cell's own syntax error
+        is (no frames of IPython, the magic or ``ast`` before it); other syntax errors (an
+        ``exec``, an import) keep IPython's usual display.
+        """
+        if isinstance(value, SyntaxError):
+            own = str(value.filename or "").startswith(TOOL_CELL_PREFIX)
+            return shell.showsyntaxerror(running_compiled_code=not own)
         if not (self.cell_interrupted or self.interrupted):  # not ours: IPython's usual traceback
             return shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
         lines = [self._one_line("KeyboardInterrupt", self.interrupt_line())]
@@ -369,8 +388,10 @@ class Host:
         from ..mcp import tool_definition
 
         if tool is not None and not any(tool in t.name for t in self.app.tools):
-            known = ", ".join(t.name for t in self.app.tools) or "none yet"
-            print(f"No tool matches {tool!r} (tools: {known}).")
+            names = [t.name for t in self.app.tools]
+            near = did_you_mean(tool, names)
+            hint = f"did you mean {near}? " if near else ""
+            print(f"No tool matches {tool!r} ({hint}tools: {', '.join(names) or 'none yet'}).")
             return None
 
         def definitions() -> list[dict[str, Any]]:

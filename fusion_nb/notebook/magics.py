@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections import ChainMap
 from typing import Any
@@ -12,7 +13,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
-from ..engine import ToolBuilder, enable_job_tools
+from ..engine import ToolBuilder, did_you_mean, enable_job_tools
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
 from .tasks_view import TasksView
@@ -101,6 +102,12 @@ class FusionMagics(Magics):
             raise UsageError(
                 f"%%fusion_tool header is neither a tool name nor a Python expression: {exc.msg} in {header!r}"
             ) from None
+        except NameError as exc:  # (Python 3.11 names no near name; the builders' own errors do)
+            near = did_you_mean(exc.name or "", [*scope.keys(), *builtins.__dir__()])
+            hint = f" (did you mean {near}?)" if near else ""
+            raise UsageError(f"%%fusion_tool header: {exc}{hint}") from None
+        except (AttributeError, TypeError, ValueError) as exc:  # a mistyped verb or method, a bad argument
+            raise UsageError(f"%%fusion_tool header: {exc}") from None
         if not isinstance(builder, ToolBuilder):
             raise UsageError(
                 f'%%fusion_tool header must give a tool builder such as f.query("name"), got {type(builder).__name__}'

@@ -29,7 +29,11 @@ def invoice_tool(app):
 async def test_unknown_tool_names_the_tool_and_the_alternatives(app, invoice_tool):
     result = await app.call("billing.refnd", {})
     assert result.error.code == UNKNOWN_TOOL
-    assert result.error.message == 'There is no tool named "billing.refnd" (available tools: billing.refund).'
+    assert result.error.message == (
+        'There is no tool named "billing.refnd" (did you mean "billing.refund"? available tools: billing.refund).'
+    )
+    far = await app.call("weather", {})  # no near name: the list alone
+    assert far.error.message == 'There is no tool named "weather" (available tools: billing.refund).'
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """%load_ext fusion_nb and %%fusion_tool in a real kernel: every handler kind, errors that point at the cell."""
 
+import re
+
 import pytest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
@@ -75,6 +77,49 @@ async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
     await kernel.run("%%fusion_tool f.action('typed').with_integer('n')\nreturn input.n")
     bad = await kernel.run("await typed(n='x')", ok=False)
     assert bad.error["ename"] == "ToolError" and 'field "n" expected an integer' in bad.error["evalue"]
+
+
+async def test_mistakes_read_as_one_sentence_with_the_near_name(kernel):
+    """A typo in a builder verb, method or field kind, or in a tool's name: one sentence naming the near name."""
+    await kernel.run("%load_ext fusion_nb\nfrom fusion_nb import ask")
+    for header, sentence in [
+        (
+            'f.query("math.add").with_integr("a")',
+            'f.query("math.add") has no method "with_integr" (did you mean .with_integer?)',
+        ),
+        ('f.querry("math.add")', 'f has no verb "querry" (did you mean f.query?)'),
+        ('f.query("math.add").with_integer("a", default="x")', "field \"a\" cannot default to 'x'"),
+    ]:
+        cell = await kernel.run(f"%%fusion_tool {header}\nreturn 1", ok=False)
+        assert cell.status == "error" and cell.error is None, "a UsageError: no traceback"
+        shown = strip_colours(cell.stderr).strip()
+        assert shown.startswith(f"UsageError: %%fusion_tool header: {sentence}") and "\n" not in shown, shown
+    kind = await kernel.run('ask.integr("seats")', ok=False)
+    shown = strip_colours("\n".join(kind.error["traceback"]))
+    assert 'ask has no field kind "integr" (did you mean ask.integer?)' in shown, shown
+    assert shown.index("----> 1 ask.integr") < shown.index("_ask.py"), "the person's line first"
+    await kernel.run('%%fusion_tool f.query("math.add").with_integer("a")\nreturn input.a')
+    unknown = await kernel.run('import fusion_nb\nprint((await fusion_nb.default_app.call("math.ad", {})).error)')
+    assert 'There is no tool named "math.ad" (did you mean "math.add"?' in unknown.stdout, unknown.stdout
+    inspected = await kernel.run("%fusion inspect weather")
+    assert inspected.stdout.strip() == "No tool matches 'weather' (tools: math.add)."
+
+
+async def test_a_body_syntax_error_is_shown_from_the_cell_line(kernel):
+    """No frames of IPython, the magic, the compiler or ``ast`` before the person's own line."""
+    await kernel.run("%load_ext fusion_nb")
+    cell = await kernel.run("%%fusion_tool broken\nx = 1\ny = (\nreturn x", ok=False)
+    shown = strip_colours("\n".join(cell.error["traceback"]))
+    assert cell.error["ename"] == "SyntaxError" and shown.lstrip().startswith("Cell In["), shown
+    assert "line 3" in shown and "y = (" in shown and "was never closed" in shown, shown
+    for internal in ("magics.py", "cell_compiler.py", "ast.py", "interactiveshell.py"):
+        assert internal not in shown, shown
+    other = await kernel.run('exec("z = (")', ok=False)  # not a tool body: IPython's usual display
+    assert other.error["ename"] == "SyntaxError" and "exec(" in strip_colours("\n".join(other.error["traceback"]))
+
+
+def strip_colours(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 async def test_fusion_line_magic(kernel):
