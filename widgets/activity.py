@@ -68,7 +68,7 @@ from .status import (
     colored,
     error_summary,
     escape,
-    look,
+    face_of,
     shorten,
     snapshot_html,
     status_text,
@@ -108,7 +108,7 @@ class Row:
 
     def text(self) -> str:
         """``refund · {"id":"inv-7"} · client · ✔ done · 00:02 (2 rounds)``."""
-        face = look(self.call.status)
+        face = face_of(self.call)
         parts = [tool_name(self.call), args_text(self.call), self.origin, f"{face.icon} {face.label}"]
         parts.append(clock(self.elapsed) + (f" ({self.rounds} rounds)" if self.rounds > 1 else ""))
         if self.call.result is not None and self.call.result.error is not None:
@@ -481,7 +481,7 @@ def _block_text(block: Any) -> Any:
 
 def recent_html(row: Row) -> str:
     """A finished row: one line (tool, arguments, caller, status, time), its outcome folded under it."""
-    face = look(row.call.status)
+    face = face_of(row.call)
     result = row.call.result
     color = ERROR if result is not None and result.error is not None else SUCCESS
     if row.call.status not in ("done", "failed"):

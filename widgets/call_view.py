@@ -2,7 +2,8 @@
 
 The row never wraps: widths are fixed, the message is ellipsised and the full line
 is the row's hover text. The view shows the call's status; its value is the cell's
-``Out[n]`` (shown once). A handler crash keeps its traceback folded under the row.
+``Out[n]`` (shown once). A handler crash keeps its traceback folded under the row
+(unless a cell awaiting the call raises the crash itself: shown once).
 
 Progress may arrive thousands of times a second; the view only marks itself dirty
 and a ``Coalescer`` flushes at most every ``interval`` (two widgets change per
@@ -43,7 +44,7 @@ from .status import (
     crash_of,
     error_html,
     escape,
-    look,
+    face_of,
     percent_of,
     row_html,
     snapshot_html,
@@ -120,7 +121,8 @@ class CallView(w.VBox):
             below = self.outcome_below and self.call.status != "cancelled"
             shown = error_html(self.call.result) if below else ""
             images = images_html(self.call.result) if self.outcome_below else ""  # else the cell's Out[n] draws it
-            self.details.value = shown + traceback_html(self.call.result) + images
+            folded = traceback_html(self.call.result) if self.outcome_below else ""  # else the cell raises it
+            self.details.value = shown + folded + images
         if self.prompt is not None:
             self.prompt.abandon(self.call.status)
 
@@ -148,7 +150,7 @@ class CallView(w.VBox):
     def _flush(self) -> None:
         call = self.call
         self._shown_status = call.status
-        face = look(call.status)
+        face = face_of(call)
         elapsed = self.elapsed
         with self.bar.hold_sync():  # one message for all three traits
             self.bar.value = percent_of(call)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from typing import NamedTuple
 
-from fusion_nb.engine import INTERNAL_ERROR, Call, CallResult
+from fusion_nb.engine import DECLINED, INTERNAL_ERROR, Call, CallResult
 
 
 class Look(NamedTuple):
@@ -47,6 +47,7 @@ ERROR = css_var("error-color1", "#d32f2f")
 MUTED = css_var("ui-font-color2", "#616161")
 CANCEL = css_var("ui-font-color1", "#424242")
 TIMEOUT = css_var("error-color0", "#b71c1c")
+DECLINE = css_var("ui-font-color3", "#757575")
 TEXT = css_var("content-font-color1", "rgba(0, 0, 0, 0.87)")
 BORDER = css_var("border-color2", "#e0e0e0")
 LINK = css_var("content-link-color", "#1976d2")
@@ -60,6 +61,8 @@ LOOKS: dict[str, Look] = {
     "failed": Look("danger", "✖", "failed", ERROR),
     "cancelled": Look("", "■", "cancelled", CANCEL),
     "timed out": Look("danger", "◷", "timed out", TIMEOUT),
+    # not a status of its own: a call the person's Decline ended (see face_of)
+    "declined": Look("", "⊘", "declined", DECLINE),
 }
 
 #: prompt outcomes, by answer (the prompt's own buttons say Submit / Decline / Dismiss)
@@ -80,6 +83,17 @@ STATUS_WIDTH = "100%"
 def look(status: str) -> Look:
     """The face of ``status`` (an unknown status gets a neutral one)."""
     return LOOKS.get(str(status), Look("", "?", str(status), MUTED))
+
+
+def declined(call: Call) -> bool:
+    """Whether the call ended on the person's Decline (failed with ``DECLINED``): their answer, not a fault."""
+    error = call.result.error if call.result is not None else None
+    return call.status == "failed" and error is not None and error.code == DECLINED
+
+
+def face_of(call: Call) -> Look:
+    """The face of the call's status; a declined call reads as declined, not as failed."""
+    return LOOKS["declined"] if declined(call) else look(call.status)
 
 
 def percent_of(call: Call) -> float:
@@ -125,7 +139,7 @@ def status_text(call: Call, elapsed: float) -> str:
     ``billing.refund: ▶ running  42% · 00:03<00:05, 12.3%/s · rows loaded``; a
     failed call ends with its error (a value goes to ``Out[n]``, not here).
     """
-    face = look(call.status)
+    face = face_of(call)
     live = not call.settled
     percent = percent_of(call)
     parts = [f"{tool_name(call)}: {face.icon} {face.label} {percent:3.0f}%", timing(percent, elapsed, live)]
@@ -140,6 +154,8 @@ def tail_of(call: Call) -> str:
 
     A cancelled call's error only repeats its status (a person stopped it): its last message stays.
     """
+    if declined(call) and call.result is not None and call.result.error is not None:
+        return shorten(call.result.error.message, 200)  # the person's answer: no error code
     if call.result is not None and call.result.error is not None and call.status != "cancelled":
         return error_summary(call.result)
     return message_of(call)
@@ -215,7 +231,7 @@ ELLIPSIS = "flex:1 1 auto;min-width:0;overflow:hidden;text-overflow:ellipsis"
 
 def snapshot_html(call: Call, elapsed: float) -> str:
     """A self-contained HTML picture of the view (for notebooks opened without widget state)."""
-    face = look(call.status)
+    face = face_of(call)
     percent = percent_of(call)
     bar = (
         f'<span style="{FIXED};display:inline-block;width:{BAR_WIDTH};height:10px;{paint("background", TRACK)};'
@@ -235,7 +251,7 @@ def snapshot_html(call: Call, elapsed: float) -> str:
 
 def status_cells(call: Call, elapsed: float) -> list[tuple[str, str]]:
     """The row after the bar: icon and label, percent and timing, then the message."""
-    face = look(call.status)
+    face = face_of(call)
     percent = percent_of(call)
     live = not call.settled
     tail = tail_of(call)

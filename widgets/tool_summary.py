@@ -28,6 +28,7 @@ class Argument:
     kind: str
     required: bool
     description: str
+    default: str | None = None  # the default as Python shows it (``2``, ``'EUR'``), when it has one
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def tool_summary(tool: Tool) -> ToolSummary:
         enum = prop.get("enum") or next((p["enum"] for p in prop.get("anyOf", ()) if "enum" in p), None)
         if enum:
             kind = " | ".join(map(repr, enum))
-        arguments.append(Argument(key, kind or "value", key in required, prop.get("description") or ""))
+        default = repr(prop["default"]) if prop.get("default") is not None else None
+        arguments.append(Argument(key, kind or "value", key in required, prop.get("description") or "", default))
     return ToolSummary(
         name=tool.name,
         verb=tool.verb,
@@ -72,7 +74,7 @@ def describe_tool(tool: Tool) -> str:
     if card.hints:
         lines.append("  hints: " + ", ".join(card.hints))
     for arg in card.arguments:
-        mark = "" if arg.required else " (optional)"
+        mark = "" if arg.required else f" (optional, default {arg.default})" if arg.default else " (optional)"
         desc = f" - {arg.description}" if arg.description else ""
         lines.append(f"  {arg.key}: {arg.kind}{mark}{desc}")
     return "\n".join(lines)

@@ -492,9 +492,17 @@ class Runner:
                 self.call.id,
                 error_id,
                 exc_info=exc,
+                extra={"call_id": self.call.id},
             )
         else:
-            log.error("tool %s (call %s) failed (error id %s)", tool.name, self.call.id, error_id, exc_info=exc)
+            log.error(
+                "tool %s (call %s) failed (error id %s)",
+                tool.name,
+                self.call.id,
+                error_id,
+                exc_info=exc,
+                extra={"call_id": self.call.id},  # a host showing the call's traceback itself can tell
+            )
         error = internal_error(tool.name, exc, error_id)
         return CallResult.failure(error, exception=exc, error_id=error_id)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ShownScriptedAnswers, WidgetInputChannel, has_widget_frontend, show_call
+from fusion_nb.widgets import ShownScriptedAnswers, WidgetInputChannel, has_widget_frontend, show_call, views_for
 
 from ..engine import (
     App,
@@ -54,6 +54,7 @@ from .cell_tool import TOOL_CELL_PREFIX
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .quiet import QuietWaitBackground
+from .served_log import drop_shown_crashes
 from .shared import SharedVariables
 from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
@@ -128,6 +129,8 @@ class Host:
         #: ``%fusion share NAME``: variables served as ``nb://vars/NAME``
         self.shared = SharedVariables(app, shell.user_ns)
         self._undo_presenter = use_presenter(Presenter(ipython_bundle(formatter)))
+        # a crash a view shows (folded, or raised by its cell) is not printed again to stderr
+        self._undo_shown_crashes = drop_shown_crashes(lambda call_id: bool(views_for(call_id)))
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable.
@@ -290,28 +293,35 @@ class Host:
             return shell.showsyntaxerror(running_compiled_code=not own)
         if not (self.cell_interrupted or self.interrupted):  # not ours: IPython's usual traceback
             return shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
-        lines = [self._one_line("KeyboardInterrupt", self.interrupt_line())]
+        said = self.interrupt_line()
+        # a call interrupted reads as one stopped by its Stop button does (stopped_line): the same words
+        lines = [f"Stopped: {said}" if self._stopped_calls() else self._one_line("KeyboardInterrupt", said)]
         # IPython renders (and stores in its history) whatever _render_traceback_ returns
         value._render_traceback_ = lambda: lines  # type: ignore[attr-defined]
         return shell.showtraceback((KeyboardInterrupt, value, None))
 
+    def _stopped_calls(self) -> list[str]:
+        """The names of the running cell's calls an interrupt stopped, each once."""
+        names = [call.tool.name if call.tool else "?" for call in self.cell_calls if call.status == "cancelled"]
+        names += [item.tool for item in self.interrupted if item.tool not in names]
+        return list(dict.fromkeys(names))
+
     def interrupt_line(self) -> str:
-        """``slow was interrupted; its cleanup ran.`` (one sentence per interrupted call of the cell)."""
+        """``slow was stopped; its cleanup ran.`` (one sentence per interrupted call of the cell)."""
         waited = {item.tool: item.cleaned for item in self.interrupted}
         idle = not self.app.active_calls and self.app.background_tasks == 0
-        names = [call.tool.name if call.tool else "?" for call in self.cell_calls if call.status == "cancelled"]
-        names += [name for name in waited if name not in names]
+        names = self._stopped_calls()
         if not names:
             return "the cell was interrupted."
         parts = []
-        for name in dict.fromkeys(names):
+        for name in names:
             cleaned = waited.get(name, idle or None)
             if cleaned:
-                parts.append(f"{name} was interrupted; its cleanup ran.")
+                parts.append(f"{name} was stopped; its cleanup ran.")
             elif cleaned is None:
-                parts.append(f"{name} was interrupted; its cleanup finishes in the background.")
+                parts.append(f"{name} was stopped; its cleanup finishes in the background.")
             else:
-                parts.append(f"{name} was interrupted; its cleanup is still running.")
+                parts.append(f"{name} was stopped; its cleanup is still running.")
         return " ".join(parts)
 
     # -- cards, serving, status ---------------------------------------------------------
@@ -425,6 +435,7 @@ class Host:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
         self._undo_presenter()
+        self._undo_shown_crashes()
         if self._undo_comm_status is not None:
             self._undo_comm_status()
         self.traffic.close()

@@ -48,6 +48,35 @@ class CompactErrors(logging.Handler):
             self.handleError(record)
 
 
+class ShownCrashes(logging.Filter):
+    """Drops the log record of a crash whose call a view shows (with its traceback, or its cell raises it).
+
+    In a kernel nobody configured logging for, Python's last-resort handler printed that
+    traceback to stderr under the call's own view: the one failure shown two or three
+    times. Logging configured by the user still gets every record.
+    """
+
+    def __init__(self, shown: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.shown = shown
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a shown call's crash while only fusion-nb's own handlers (or none) listen."""
+        call_id = getattr(record, "call_id", None)
+        if call_id is None or not self.shown(str(call_id)):
+            return True
+        own = all(isinstance(h, CompactErrors) for h in logging.getLogger(LOGGER).handlers)
+        return not (own and not logging.getLogger().handlers)
+
+
+def drop_shown_crashes(shown: Callable[[str], bool]) -> Callable[[], None]:
+    """Install ``ShownCrashes`` on the ``fusion_nb`` logger; returns undo."""
+    logger = logging.getLogger(LOGGER)
+    crashes = ShownCrashes(shown)
+    logger.addFilter(crashes)
+    return lambda: logger.removeFilter(crashes)
+
+
 def compact_errors_while_serving() -> Callable[[], None]:
     """Install ``CompactErrors`` on the ``fusion_nb`` logger unless logging is configured; returns undo."""
     logger = logging.getLogger(LOGGER)

@@ -258,7 +258,7 @@ def test_progress_form_and_interrupt(lab):
             print(f"{frontend}: interrupt button -> call view cancelled: {latency * 1000:.0f} ms")
             assert latency < 1.0, f"the call view turned cancelled {latency:.2f} s after the click"
             error = view.locator("[data-mime-type='application/vnd.jupyter.stderr']").inner_text().strip()
-            assert error == "KeyboardInterrupt: slow was interrupted; its cleanup ran.", error
+            assert error == "Stopped: slow was stopped; its cleanup ran.", error
             cancelled_bar = view.locator(".widget-hprogress .progress-bar")
             colour = rgb(cancelled_bar.evaluate("e => getComputedStyle(e).backgroundColor"))
             assert not bluish(colour), f"the cancelled bar is blue: rgb{colour}"

@@ -68,6 +68,19 @@ async def test_runtime_error_traceback_names_the_cell_line_and_source(kernel):
     assert "fusion_nb" not in shown and "anyio" not in shown and "asyncio" not in shown, "no internal frames"
 
 
+async def test_a_failing_tool_is_shown_once(kernel):
+    """The cell raises the crash at the tool's line; no folded copy in the view, no logged copy on stderr."""
+    await kernel.run("%load_ext fusion_nb\nimport ipywidgets")  # (a widget frontend: the view is a widget)
+    await kernel.run("%%fusion_tool boom\nraise ValueError('bad value')")
+    cell = await kernel.run("await boom()", ok=False)
+    assert cell.error["ename"] == "ValueError" and cell.stderr == "", cell.stderr
+    folded = [s["value"] for s in kernel.widgets.values() if "<details>" in str(s.get("value", ""))]
+    assert folded == [], "the traceback once, in the cell's error"
+    started = await kernel.run("call = boom.start()\nawait call.wait()\nNone")  # not raised by the cell
+    assert started.stderr == "", "its view folds the traceback: the log does not print it again"
+    assert any("ValueError: bad value" in str(s.get("value", "")) for s in kernel.widgets.values())
+
+
 async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
     await kernel.run("%load_ext fusion_nb")
     empty = await kernel.run("%%fusion_tool\nreturn 1", ok=False)

@@ -360,10 +360,10 @@ async def test_a_view_of_a_settled_call_subscribes_to_nothing(app):
 
 
 def test_every_status_looks_different_and_only_running_is_blue():
-    assert len(LOOKS) == 7
-    assert len({look.icon for look in LOOKS.values()}) == 7
-    assert len({look.label for look in LOOKS.values()}) == len({look.color for look in LOOKS.values()}) == 7
-    for status in ("cancelled", "timed out", "failed"):
+    assert len(LOOKS) == 8  # the seven statuses, and a failure that is the person's Decline
+    assert len({look.icon for look in LOOKS.values()}) == 8
+    assert len({look.label for look in LOOKS.values()}) == len({look.color for look in LOOKS.values()}) == 8
+    for status in ("cancelled", "timed out", "failed", "declined"):
         assert "info" not in LOOKS[status].color and "brand" not in LOOKS[status].color, status
         assert LOOKS[status].bar_style in ("", "danger")
     for look in LOOKS.values():
@@ -780,3 +780,36 @@ async def test_a_view_whose_cell_shows_the_value_does_not_draw_its_image_again(a
 
 
 PNG_1X1_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAAFAAEA+Lb4DgAAAABJRU5ErkJggg=="
+
+
+async def test_a_decline_reads_as_a_decline_not_as_a_failure(app):
+    """A person's Decline that ends the call (``DECLINED``) is their answer: no "failed", no error code."""
+
+    @app.f.action("refund").handle
+    async def refund(input, ctx):
+        raise ToolError("DECLINED", "the person declined the refund of inv-7.")
+
+    call = app.start("refund", {})
+    await call.wait()
+    out = io.StringIO()
+    text_progress(call, file=out)  # the terminal's line
+    line = out.getvalue()
+    view = CallView(call)
+    for shown in (line, view.status_line.value):
+        assert "declined" in shown and "the person declined the refund of inv-7." in shown, shown
+        assert "failed" not in shown and "DECLINED" not in shown, shown
+
+
+async def test_the_text_card_shows_defaults(app):
+    from fusion_nb.widgets import describe_tool
+
+    app.f.query("math.add").with_integer("a").with_integer("b", default=2).with_enum(
+        "unit", ["cm", "in"], default="cm"
+    ).with_string("note", optional=True).handle(lambda input, ctx: input.a + input.b)
+    shown = describe_tool(app.tools[0]).splitlines()
+    assert shown[-4:] == [
+        "  a: integer",
+        "  b: integer (optional, default 2)",
+        "  unit: 'cm' | 'in' (optional, default 'cm')",
+        "  note: string/null (optional)",
+    ]
