@@ -38,7 +38,9 @@ class FieldInput:
         self.label = label_of(key, field)
         self.placeholder = field.description if is_example(field.description) else ""
         self.widget = self._make()
-        self.error = w.HTML("")
+        # the message line keeps its height when empty: a message leaving as a person clicks Submit
+        # must not move the buttons from under the pointer (the click would land on empty space)
+        self.error = w.HTML("", layout=w.Layout(min_height=LINE))
         hint = w.HTML(colored(f"<code>{escape(key)}</code>", MUTED), layout=w.Layout(flex="0 0 auto"))
         self.box = w.VBox([w.HBox([self.widget, hint], layout=w.Layout(align_items="center")), self.error])
         self.widget.observe(self._changed, names="value")
@@ -148,6 +150,9 @@ class FieldInput:
         """No more editing (the prompt was answered or abandoned)."""
         self.widget.disabled = True
 
+
+#: the height of one line of widget text (JupyterLab's inline widget height, with its fallback)
+LINE = "var(--jp-widgets-inline-height, 28px)"
 
 #: seconds between Enter and acting on it: the last keystroke's update arrives first
 ENTER_SETTLE = 0.25

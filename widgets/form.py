@@ -13,7 +13,7 @@ import ipywidgets as w
 
 from fusion_nb.engine import InputRequest, InputResponse, validate_form
 
-from .fields import FieldInput, problems_for
+from .fields import LINE, FieldInput, problems_for
 from .prompt import Prompt
 from .status import ERROR, MUTED, colored, escape
 
@@ -28,7 +28,7 @@ class ElicitationForm(Prompt):
     def __init__(self, request: InputRequest, problems: list[str] | tuple[str, ...] = ()) -> None:
         super().__init__(request)
         self.inputs = {key: FieldInput(key, field) for key, field in (request.fields or {}).items()}
-        self.problems = w.HTML("")
+        self.problems = w.HTML("", layout=w.Layout(min_height=LINE))  # (its height kept: see FieldInput.error)
         self.submit_button = self._button("Submit", "primary", self.submit, "Answer with these values (or press Enter)")
         self.decline_button = self._button("Decline", "", self.decline, "Answer no: the tool is told you declined")
         self.dismiss_button = self._button("Dismiss", "", self.dismiss, "Close the form without answering at all")

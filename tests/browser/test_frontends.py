@@ -448,3 +448,72 @@ def launch(pw):
             "--disable-sync",
         ],
     )
+
+
+FORM_CELLS = [
+    "%load_ext fusion_nb",
+    '%%fusion_tool f.action("onboard")\nseats = read_input("seats")\nif seats is None:\n'
+    '    return require_input.elicit("How many seats?", {"seats": ask.integer("Seats").min(1).max(50).default(1)})\n'
+    'return f"onboarded {seats} seat(s)"',
+    "print(await onboard())",
+]
+
+
+def put_notebook(base: str, name: str, cells: list[str]) -> None:
+    """Write a notebook of ``cells`` through the server's contents API (the fixture's root is its own)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    request = urllib.request.Request(
+        f"{base}/api/contents/{name}?token={TOKEN}",
+        data=json.dumps({"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))}).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def test_the_first_submit_after_a_validation_error_submits(lab):
+    """Issue 43: seats 99, Submit (error line), fix to 4, Submit: the error line left, the buttons jumped
+    up under the pointer between press and release, and that first click was lost."""
+    from playwright.sync_api import sync_playwright
+
+    base, path, frontend = lab
+    put_notebook(base, "form.ipynb", FORM_CELLS)
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1200})
+            page.goto(f"{base}{path.replace('ui.ipynb', 'form.ipynb')}?token={TOKEN}&reset")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+            wait_idle(page)
+            for index in (0, 1):
+                run_cell(page, index)
+                wait_idle(page)
+            run_cell(page, 2)
+            form = outputs(page, 2)
+            submit = form.locator("button", has_text="Submit")
+            submit.wait_for(timeout=30_000)
+            seats = form.locator(".widget-text input").first
+            seats.click()
+            seats.press("Control+a")
+            seats.press_sequentially("99", delay=120)  # real key presses, a person's pace
+            time.sleep(0.3)
+            submit.click()
+            form.get_by_text("expected at most 50").wait_for(timeout=15_000)
+            shot(page, f"{frontend}-form-validation-error")
+            seats.click()
+            seats.press("Control+a")
+            seats.press_sequentially("4", delay=120)
+            time.sleep(0.5)  # a person looks at the form before clicking
+            box = submit.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
+            page.mouse.down()
+            time.sleep(0.15)  # a person's click lasts this long; the field's value syncs on the press (blur)
+            page.mouse.up()
+            form.get_by_text("onboarded 4 seat(s)").wait_for(timeout=15_000)  # one click was enough
+            wait_idle(page)
+            shot(page, f"{frontend}-form-submitted-first-click")
+        finally:
+            browser.close()
