@@ -87,6 +87,7 @@ from ..mcp.tasks_client import EXTENSION as TASKS_EXTENSION
 from ..mcp.tasks_client import listen_request
 from .errors import CliError
 from .legacy_tasks import LegacyTasks
+from .progress_relay import ProgressRelay
 from .service import log_to_stderr as log
 
 if TYPE_CHECKING:
@@ -492,17 +493,19 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
         return result
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(progress, total, message)
-
         forwarded = _Forwarded(ctx, params.name)
         async with _forwarding(forwarded):
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _modern_call(relay, ctx, params)
+            progress = ProgressRelay(ctx.session.report_progress)
             try:
-                return await relay.forward(
-                    lambda: relay.client.call_tool(params.name, params.arguments, progress_callback=on_progress)
+                result = await relay.forward(
+                    lambda: relay.client.call_tool(
+                        params.name, params.arguments, progress_callback=progress.on_progress
+                    )
                 )
+                await progress.finish()  # the last value reaches the host before the result
+                return result
             except MCPError:
                 if forwarded.failure is None:
                     raise  # the upstream's own error, with its code
@@ -829,20 +832,20 @@ async def _modern_call(relay: _Relay, ctx: Any, params: types.CallToolRequestPar
     that opted into tasks (otherwise the SDK client raises on it).
     """
 
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        await ctx.session.report_progress(progress, total, message)
-
-    return await relay.forward(
+    progress = ProgressRelay(ctx.session.report_progress)
+    result = await relay.forward(
         lambda: relay.client.session.call_tool(
             params.name,
             params.arguments,
-            progress_callback=on_progress,
+            progress_callback=progress.on_progress,
             input_responses=params.input_responses,
             request_state=params.request_state,
             allow_input_required=True,
             allow_claimed=claimed,
         )
     )
+    await progress.finish()  # the last value reaches the host before the result
+    return result
 
 
 async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
