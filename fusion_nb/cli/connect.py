@@ -38,9 +38,13 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   closed with the host's stream (``_TaskListen``); the host's ack names the ids the
   upstream accepted, and each upstream ``notifications/tasks`` reaches the host's
   stream stamped with the host's subscription id. Tool list changes share the stream.
-* The upstream failing under a call (its POST refused, or cut before any answer)
-  answers that call with one sentence, and the bridge's later requests too: the SDK's
-  client leaves such a request unanswered for ever and stops sending (``_watching_transport``).
+* Resources, templates, prompts, completion and logging are forwarded when the upstream
+  declares them (``_relayed_handlers``), and the host's handshake carries the upstream's
+  ``serverInfo``, ``instructions`` and capabilities.
+* A POST of one call refused (413) or cut before any answer fails that call alone, in one
+  sentence (``_watching_transport``: the SDK's client would leave it unanswered and close).
+  A lost upstream fails the calls waiting on it; the bridge reconnects (``bridge``'s
+  upstream loop), new calls wait a little for it, and the host is told to refetch.
 
 A host gets through the bridge what it would get direct:
 
@@ -174,8 +178,7 @@ async def bridge(
     from .. import __version__
     from ..mcp.http import connect
 
-    server, relay = _bridge_server(url)
-    finished = anyio.Event()
+    relay = _Relay(url)
 
     async def task_support() -> dict[str, str]:
         """Each upstream tool's ``taskSupport``, from a short 2025-era session (the 2026 wire has no ``execution``)."""
@@ -193,50 +196,74 @@ async def bridge(
     relay.fetch_task_support = task_support
 
     async def upstream(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """The upstream client, for as long as the bridge runs; its failure once serving is the relay's to report."""
-        started = False
-        try:
-            async with connect(
-                url,
-                token,
-                mode=upstream_mode,
-                headers=headers,
-                transport=_watching_transport(),
-                outgoing=_HostStamp,
-                client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
-                elicitation_callback=_forward_elicitation,
-                extensions=[_tasks_claim(relay.on_task_status)],
-                message_handler=relay.on_upstream_message,
-            ) as client:
-                relay.client = client
-                async with anyio.create_task_group() as follow:
-                    await follow.start(relay.follow_upstream)  # listening upstream before the host can list tools
-                    started = True
-                    task_status.started()
-                    await finished.wait()
+        """The upstream client for as long as the bridge runs, opened again each time it is lost.
+
+        The first failure to connect ends the bridge (its sentence says why); once serving,
+        a lost upstream is retried (``RECONNECT_DELAYS``) and the host told the lists may
+        have changed when it is back.
+        """
+        started, attempts = False, 0
+        while not relay.stopped.is_set():
+            try:
+                async with (
+                    connect(
+                        url,
+                        token,
+                        mode=upstream_mode,
+                        headers=headers,
+                        transport=_watching_transport(),
+                        outgoing=_HostStamp,
+                        client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
+                        elicitation_callback=_forward_elicitation,
+                        extensions=[_tasks_claim(relay.on_task_status)],
+                        message_handler=relay.on_upstream_message,
+                    ) as client,
+                    anyio.create_task_group() as follow,
+                ):
+                    again = relay.attach(client)
+                    await follow.start(relay.follow_upstream)  # listening upstream before the host lists tools
+                    if not started:
+                        started = True
+                        task_status.started()
+                    elif again:
+                        await relay.lists_changed()  # a restarted upstream may offer other tools
+                    attempts = 0
+                    await relay.lost.wait()
                     follow.cancel_scope.cancel()
-        except Exception as exc:
-            if not started:
-                raise
-            relay.upstream_failed(exc)  # the host keeps its session: pending and later calls get the sentence
+            except Exception as exc:
+                if not started:
+                    raise
+                relay.connection_lost(exc)
+            attempts += 1
+            with anyio.move_on_after(relay.RECONNECT_DELAYS[min(attempts, len(relay.RECONNECT_DELAYS)) - 1]):
+                await relay.stopped.wait()
 
     try:
         async with anyio.create_task_group() as group:
             await group.start(upstream)
-            if relay.modern_tasks():
-                server.extensions[TASKS_EXTENSION] = {}  # declared to the host exactly when the upstream declares it
+            server = _bridge_server(relay)
             if streams is not None:
                 await server.run(*streams, server.create_initialization_options())
             else:  # the host's side is fusion-nb serve's own stdio: bad lines, bounds, ids in use, signals
                 from ..mcp.stdio import serve_server_stdio
 
                 await serve_server_stdio(server)
-            finished.set()
+            relay.stop()
     except* Exception as failed:
         from ..mcp.http import bearer_headers
 
         raise CliError(_upstream_failure(url, bearer_headers(token, headers), failed)) from None
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _UpstreamHandshake:
+    """What the first upstream said of itself: the bridge says the same to its host."""
+
+    info: types.Implementation | None
+    instructions: str | None
+    capabilities: types.ServerCapabilities
+    protocol_version: str
 
 
 class _Relay:
@@ -249,21 +276,82 @@ class _Relay:
 
     #: seconds before re-opening a lost upstream listen stream: the n-th failure in a row waits the n-th (or the last)
     RELISTEN_DELAYS = (0.1, 0.5, 2.0, 5.0)
+    #: seconds before reconnecting to a lost upstream, likewise (capped at 1 s: a restarted kernel is back soon)
+    RECONNECT_DELAYS = (0.05, 0.2, 0.5, 1.0)
+    #: how long a host request waits for a lost upstream to come back before it is refused in one sentence
+    RECONNECT_WAIT = 2.0
 
     def __init__(self, url: str = "") -> None:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.url = url
-        self.client: Any = None
+        self.client: Any = None  # the upstream client while connected
+        #: the first upstream's handshake (identity, instructions, capabilities, era): the host's handshake too
+        self.first: _UpstreamHandshake | None = None
+        self.connected = anyio.Event()  # set while an upstream client is attached
+        self.lost = anyio.Event()  # the attached client is lost: the upstream loop opens another one
+        self.stopped = anyio.Event()  # the host has gone: no more reconnecting
+        self.down: str | None = None  # while no client is attached: why, in one sentence
         self.sessions: list[Any] = []
         self.bus = InMemorySubscriptionBus()
         self.output_schemas: dict[str, bool] = {}  # whether each listed tool declares one (error results differ)
-        self.failed: str | None = None  # once the upstream failed under a call: why, in one sentence
         self.pending: set[_Failure] = set()  # the calls waiting for the upstream now
         self.task_listens: dict[types.RequestId, _UpstreamListen] = {}  # by upstream subscription id
         self.task_support: dict[str, str] = {}  # each listed tool's execution.taskSupport ("forbidden" when absent)
         self.fetch_task_support: Callable[[], Awaitable[dict[str, str]]] | None = None  # set by ``bridge``
         self.legacy = LegacyTasks(self.legacy_request, self.output_schemas)  # a 2025-11-25 host's tasks
+        self.subscribed: dict[str, set[Any]] = {}  # resource URI -> the 2025-era host sessions subscribed to it
+
+    def remember(self, session: Any) -> None:
+        """A 2025-era host's session (it can be sent notifications): told of every change from now on."""
+        if session not in self.sessions and session.can_send_request:
+            self.sessions.append(session)
+
+    def attach(self, client: Any) -> bool:
+        """Serve through ``client`` from now on; whether it replaces a lost one (the host is then told)."""
+        again = self.first is not None
+        if again:
+            log(f"reconnected to the upstream server at {self.url}")
+        else:
+            self.first = _UpstreamHandshake(
+                client.server_info, client.instructions, client.server_capabilities, client.protocol_version
+            )
+        self.client, self.down = client, None
+        self.lost = anyio.Event()
+        self.connected.set()
+        return again
+
+    def connection_lost(self, exc: BaseException) -> None:
+        """The upstream is gone: calls waiting on it end in one sentence, later ones wait for the reconnection."""
+        cause = type(_first_leaf(exc)).__name__  # (an ExceptionGroup says nothing: what is inside it does)
+        if self.client is not None:
+            log(f"the connection to the upstream server at {self.url} was lost ({cause}); reconnecting")
+            self.down = (
+                f"the connection to the upstream server at {self.url} was lost ({cause}); "
+                "the bridge reconnects as soon as it is back: try again shortly"
+            )
+            self.client = None
+            self.connected = anyio.Event()
+        for failure in list(self.pending):
+            failure.fail(exc)
+        self.lost.set()
+
+    def stop(self) -> None:
+        """The host has gone: the upstream loop closes its client and ends."""
+        self.stopped.set()
+        self.lost.set()
+
+    async def lists_changed(self) -> None:
+        """Tell every host the upstream's lists may have changed (it came back, perhaps as another kernel)."""
+        from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
+
+        assert self.first is not None  # (only once reconnected)
+        capabilities = self.first.capabilities
+        if capabilities.resources is not None:
+            await self.changed(ResourcesListChanged())
+        if capabilities.prompts is not None:
+            await self.changed(PromptsListChanged())
+        await self.tools_changed()
 
     async def with_task_support(self, result: types.ListToolsResult) -> types.ListToolsResult:
         """A 2025-11-25 host's tool list with each task tool's ``execution.taskSupport`` (its hosts read it).
@@ -302,33 +390,19 @@ class _Relay:
             result: dict[str, Any] = await self.forward(lambda: self.client.session.send_request(request, _RAW_RESULT))
         return result
 
-    def upstream_failed(self, exc: BaseException) -> str:
-        """Note the upstream's failure (logged once); the sentence every pending and later call gets."""
-        if self.failed is None:
-            cause = type(_first_leaf(exc)).__name__  # (an ExceptionGroup says nothing: what is inside it does)
-            if self.pending:
-                self.failed = (
-                    f"the upstream server at {self.url} failed ({cause}) while a call was in flight; "
-                    "its outcome is unknown; restart the bridge once the server is back"
-                )
-            else:  # nothing was running: no outcome is in doubt
-                self.failed = (
-                    f"the connection to the upstream server at {self.url} was lost ({cause}); "
-                    "restart the bridge once the server is back"
-                )
-            log(self.failed)
-        for failure in list(self.pending):
-            failure.fail(exc)
-        return self.failed
-
     async def forward(self, upstream: Any) -> Any:
-        """Await ``upstream()`` (one downstream call's upstream request), or fail it when its POST failed.
+        """Await ``upstream()`` (one downstream call's upstream request), or fail it in one sentence.
 
-        The wait runs in the call's own cancel scope, which ``_Failure.fail`` cancels; the
-        upstream's own error propagates as is.
+        While the upstream is lost the call waits up to ``RECONNECT_WAIT`` for it. The wait
+        for the answer runs in the call's own cancel scope, which ``_Failure.fail`` cancels
+        (this call's POST failed, or the upstream was lost); the upstream's own error
+        propagates as is.
         """
-        if self.failed is not None:
-            raise MCPError(types.INTERNAL_ERROR, self.failed)
+        if self.client is None:
+            with anyio.move_on_after(self.RECONNECT_WAIT):
+                await self.connected.wait()
+            if self.client is None:
+                raise MCPError(types.INTERNAL_ERROR, self.down or f"the upstream server at {self.url} is not reachable")
         failure = _Failure()
         reset = _call_failure.set(failure)
         self.pending.add(failure)
@@ -338,18 +412,61 @@ class _Relay:
         finally:
             self.pending.discard(failure)
             _call_failure.reset(reset)
-        raise MCPError(types.INTERNAL_ERROR, self.upstream_failed(failure.error or RuntimeError()))
+        raise MCPError(types.INTERNAL_ERROR, self._failed_call(failure))
+
+    def _failed_call(self, failure: _Failure) -> str:
+        """The sentence for a call whose upstream request failed; a failed POST also starts a reconnection."""
+        error = failure.error or RuntimeError()
+        cause = type(_first_leaf(error)).__name__
+        if failure.posted is None:  # the upstream was lost while this call waited for its answer
+            return (
+                f"the upstream server at {self.url} failed ({cause}) while this call was in flight; "
+                "its outcome is unknown; the bridge reconnects as soon as it is back"
+            )
+        size = failure.posted / 2**20
+        if isinstance(error, _TooLarge):
+            return (
+                f"the upstream server at {self.url} refused this request: {size:.1f} MiB is more than it accepts (413)"
+            )
+        if cause == "ConnectError":  # it never reached the server (nothing ran): the server is gone
+            self.connection_lost(error)
+            return self.down or f"the upstream server at {self.url} is not reachable ({cause})"
+        too_big = f"; the request was {size:.1f} MiB, perhaps more than it accepts" if size > 1 else ""
+        return (
+            f"the upstream server at {self.url} dropped this request before answering it ({cause}{too_big}); "
+            "its outcome is unknown"
+        )
 
     async def tools_changed(self) -> None:
         """Tell every downstream host that the tool list changed."""
         from mcp.server.subscriptions import ToolsListChanged
 
-        await self.bus.publish(ToolsListChanged())
-        for session in list(self.sessions):
+        await self.changed(ToolsListChanged())
+
+    async def changed(self, event: Any) -> None:
+        """Pass an upstream change (a ``ServerEvent``) on: 2026 hosts listen on ``bus``, 2025 ones are sent it."""
+        from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+
+        await self.bus.publish(event)
+        if isinstance(event, ResourceUpdated):
+            sessions = list(self.subscribed.get(event.uri, ()))
+        else:
+            sessions = list(self.sessions)
+        for session in sessions:
             try:
-                await session.send_tool_list_changed()
+                if isinstance(event, ResourceUpdated):
+                    await session.send_resource_updated(event.uri)
+                elif isinstance(event, ResourcesListChanged):
+                    await session.send_resource_list_changed()
+                elif isinstance(event, PromptsListChanged):
+                    await session.send_prompt_list_changed()
+                else:
+                    await session.send_tool_list_changed()
             except Exception:  # that host is gone
-                self.sessions.remove(session)
+                if session in self.sessions:
+                    self.sessions.remove(session)
+                for subscribers in self.subscribed.values():
+                    subscribers.discard(session)
 
     async def on_upstream_message(self, message: Any) -> None:
         """A 2025-era upstream's notification, or the ack of a task listen stream opened for a host.
@@ -364,10 +481,28 @@ class _Relay:
             listen = self._task_listen_of(message.params)
             if listen is not None:
                 listen.acknowledged(message.params.notifications)
-        elif isinstance(message, types.ToolListChangedNotification) and (
-            self.client is None or self.client.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        ):
-            await self.tools_changed()
+        elif isinstance(message, types.LoggingMessageNotification):
+            await self.log_message(message.params)
+        elif self.first is None or self.first.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+
+            if isinstance(message, types.ToolListChangedNotification):
+                await self.tools_changed()
+            elif isinstance(message, types.ResourceListChangedNotification):
+                await self.changed(ResourcesListChanged())
+            elif isinstance(message, types.PromptListChangedNotification):
+                await self.changed(PromptsListChanged())
+            elif isinstance(message, types.ResourceUpdatedNotification):
+                await self.changed(ResourceUpdated(uri=str(message.params.uri)))
+
+    async def log_message(self, params: types.LoggingMessageNotificationParams) -> None:
+        """An upstream log message: to the host whose request it came with, else to every 2025-era host."""
+        forwarded = _downstream.get(None)
+        targets = [(forwarded.ctx.session, forwarded.ctx.request_id)] if forwarded is not None else []
+        targets = targets or [(session, None) for session in self.sessions]
+        for session, request_id in targets:
+            with contextlib.suppress(Exception):  # a host that is gone, or that set no level
+                await session.send_log_message(params.level, params.data, params.logger, related_request_id=request_id)
 
     async def on_task_status(self, params: Any) -> None:
         """An upstream ``notifications/tasks`` (the bridge client's binding): queued on the host stream it is for."""
@@ -403,15 +538,20 @@ class _Relay:
         started, failures = False, 0
         while True:
             try:
-                async with self.client.listen(tools_list_changed=True) as subscription:
+                offered = self.client.server_capabilities
+                async with self.client.listen(
+                    tools_list_changed=True,
+                    prompts_list_changed=offered.prompts is not None,
+                    resources_list_changed=offered.resources is not None,
+                ) as subscription:
                     if not started:
                         started = True
                         task_status.started()
                     elif failures:
-                        await self.tools_changed()  # changes while the stream was down are not replayed
+                        await self.lists_changed()  # changes while the stream was down are not replayed
                     failures = 0
-                    async for _event in subscription:
-                        await self.tools_changed()
+                    async for event in subscription:
+                        await self.changed(event)
                     failures = 1  # closed by the server: re-listen (and tell the host) after the first delay
             except ListenNotSupportedError:
                 break
@@ -433,11 +573,17 @@ class _Failure:
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()  # the call's wait for its upstream answer
         self.error: BaseException | None = None
+        self.posted: int | None = None  # the failed POST's body size, when a POST of this call failed
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException, posted: int | None = None) -> None:
         """Record ``error`` (the first one stays) and end the call's wait."""
-        self.error = self.error or error
+        if self.error is None:
+            self.error, self.posted = error, posted
         self.scope.cancel()
+
+
+class _TooLarge(Exception):
+    """The upstream answered a call's POST 413: its body is over the server's limit."""
 
 
 def _watching_transport() -> Any:
@@ -450,22 +596,29 @@ def _watching_transport() -> Any:
         The SDK's client sends a request's POST from a task running in the context of
         the call that asked (``_call_failure`` is visible there). When that POST fails
         before the response starts (connection refused or reset, the server gone), the
-        SDK's client logs it and never answers the request; this lets ``_Relay.forward``
-        answer instead. A failure later, on a streamed answer, is the SDK's to handle
-        (it resumes or reports it).
+        SDK's client would leave the request unanswered and close itself, failing every
+        other call in flight; instead the call is failed here (``_Relay.forward`` answers
+        it in one sentence) and the SDK is given a 502 for that request alone. A 413 (the
+        body over the server's limit) fails its call the same way. A failure later, on a
+        streamed answer, is the SDK's to handle (it resumes or reports it).
         """
 
         def __init__(self) -> None:
             self.inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request: Any) -> Any:
+            failure = _call_failure.get(None) if request.method == "POST" else None
             try:
-                return await self.inner.handle_async_request(request)
+                response = await self.inner.handle_async_request(request)
             except httpx2.TransportError as exc:
-                failure = _call_failure.get(None)
-                if failure is not None and request.method == "POST":
-                    failure.fail(exc)
-                raise
+                if failure is None:
+                    raise
+                failure.fail(exc, posted=len(request.content))
+                return httpx2.Response(502, request=request)
+            if failure is not None and response.status_code == 413:
+                await response.aclose()
+                failure.fail(_TooLarge(), posted=len(request.content))
+            return response
 
         async def aclose(self) -> None:
             await self.inner.aclose()
@@ -473,15 +626,17 @@ def _watching_transport() -> Any:
     return Watch()
 
 
-def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
+def _bridge_server(relay: _Relay) -> Any:
+    """The host's server: the upstream's identity, instructions and capabilities, each request forwarded."""
     from mcp.server.lowlevel.server import NotificationOptions, Server
     from mcp.server.subscriptions import ListenHandler
 
-    relay = _Relay(url)
+    upstream = relay.first
+    assert upstream is not None  # (built once the upstream has answered)
+    offered = upstream.capabilities
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        if ctx.session not in relay.sessions and ctx.session.can_send_request:
-            relay.sessions.append(ctx.session)
+        relay.remember(ctx.session)
         async with _forwarding(_Forwarded(ctx)):
             result: types.ListToolsResult = await relay.forward(
                 lambda: relay.client.list_tools(cursor=params.cursor if params else None)
@@ -519,19 +674,101 @@ def _bridge_server(url: str = "") -> tuple[Any, _Relay]:
 
     class BridgeServer(Server[Any]):
         def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
-            return super().create_initialization_options(NotificationOptions(tools_changed=True))
+            changes = NotificationOptions(
+                tools_changed=True,
+                prompts_changed=offered.prompts is not None,
+                resources_changed=offered.resources is not None,
+            )
+            return super().create_initialization_options(changes)
 
+    info = upstream.info or types.Implementation(name="fusion-nb-connect", version="")
     server = BridgeServer(
-        "fusion-nb-connect",
+        info.name,
+        version=info.version,
+        title=info.title,
+        instructions=upstream.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_subscriptions_listen=_TaskListen(ListenHandler(relay.bus), relay),
+        **_relayed_handlers(relay, offered),
     )
+    if relay.modern_tasks():
+        server.extensions[TASKS_EXTENSION] = {}  # declared to the host exactly when the upstream declares it
     # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp); params refused in one sentence
     server.middleware = [ParamsInOneSentence(), _TaskRelay(relay)]
     for method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update"):
         server.add_request_handler(method, _OpenParams, _task_request(relay, method))
-    return server, relay
+    return server
+
+
+def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[str, Any]:
+    """Handlers for what the upstream offers besides tools: resources, prompts, completion, logging.
+
+    Each is forwarded in the host's name (an upstream question during ``resources/read``
+    or ``prompts/get`` reaches the host as a tool's does); a 2025-era host that lists or
+    subscribes is remembered, to be told of changes.
+    """
+
+    async def forwarded(ctx: Any, request: Callable[[], Awaitable[Any]], what: str = "") -> Any:
+        relay.remember(ctx.session)
+        async with _forwarding(_Forwarded(ctx, what)):
+            return await relay.forward(request)
+
+    def cursor(params: types.PaginatedRequestParams | None) -> str | None:
+        return params.cursor if params else None
+
+    handlers: dict[str, Any] = {}
+    if offered.resources is not None:
+
+        async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+            return await forwarded(ctx, lambda: relay.client.list_resources(cursor=cursor(params), cache_mode="bypass"))
+
+        async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+            return await forwarded(
+                ctx, lambda: relay.client.list_resource_templates(cursor=cursor(params), cache_mode="bypass")
+            )
+
+        async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+            return await forwarded(ctx, lambda: relay.client.read_resource(str(params.uri)), str(params.uri))
+
+        handlers.update(
+            on_list_resources=list_resources, on_list_resource_templates=list_templates, on_read_resource=read_resource
+        )
+        if offered.resources.subscribe:
+
+            async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> Any:
+                relay.subscribed.setdefault(str(params.uri), set()).add(ctx.session)
+                return await forwarded(ctx, lambda: relay.client.subscribe_resource(str(params.uri)))
+
+            async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> Any:
+                relay.subscribed.get(str(params.uri), set()).discard(ctx.session)
+                return await forwarded(ctx, lambda: relay.client.unsubscribe_resource(str(params.uri)))
+
+            handlers.update(on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)
+    if offered.prompts is not None:
+
+        async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+            return await forwarded(ctx, lambda: relay.client.list_prompts(cursor=cursor(params), cache_mode="bypass"))
+
+        async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+            return await forwarded(ctx, lambda: relay.client.get_prompt(params.name, params.arguments), params.name)
+
+        handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    if offered.completions is not None:
+
+        async def complete(ctx: Any, params: types.CompleteRequestParams) -> Any:
+            argument = {"name": params.argument.name, "value": params.argument.value}
+            context = params.context.arguments if params.context is not None else None
+            return await forwarded(ctx, lambda: relay.client.complete(params.ref, argument, context))
+
+        handlers["on_completion"] = complete
+    if offered.logging is not None:
+
+        async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> Any:
+            return await forwarded(ctx, lambda: relay.client.set_logging_level(params.level))
+
+        handlers["on_set_logging_level"] = set_level
+    return handlers
 
 
 class _OpenParams(types.RequestParams):
