@@ -122,7 +122,15 @@ def add_parser(commands: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="open connections per worker; one more gets 503 (default: the descriptor limit less 128)",
+        help="open connections per worker; once all are open a new one evicts a silent one, else gets 503 "
+        "(default: the descriptor limit less 128)",
+    )
+    http.add_argument(
+        "--connections-per-address",
+        type=int,
+        default=None,
+        metavar="N",
+        help="what one client address keeps once --max-connections are open: more from it get 503 (default: half)",
     )
     parser.add_argument(
         "--job-tools",
@@ -172,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--header-timeout must be a positive number of seconds")
     if args.max_connections is not None and args.max_connections < 1:
         raise CliError("--max-connections must be 1 or more")
+    if args.connections_per_address is not None and args.connections_per_address < 1:
+        raise CliError("--connections-per-address must be 1 or more")
     _task_options(args)
     if args.transport == "stdio":
         for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
@@ -288,7 +298,11 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
-    limits = ConnectionLimits(header_timeout=args.header_timeout, max_connections=args.max_connections)
+    limits = ConnectionLimits(
+        header_timeout=args.header_timeout,
+        max_connections=args.max_connections,
+        per_address=args.connections_per_address,
+    )
     service = HttpService(loaded.app, asgi, sock, drain_timeout=args.drain_timeout, log=log_to_stderr, limits=limits)
     port = sock.getsockname()[1]
 
@@ -499,6 +513,8 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv += ["--header-timeout", str(args.header_timeout)]
     if args.max_connections is not None:
         argv += ["--max-connections", str(args.max_connections)]
+    if args.connections_per_address is not None:
+        argv += ["--connections-per-address", str(args.connections_per_address)]
     for host in args.allow_host:
         argv += ["--allow-host", host]
     if args.no_auth:

@@ -23,8 +23,13 @@ enforces ``ConnectionLimits`` before anything is dispatched:
   is closed, one that sent part of a request gets ``408`` and is closed (trickling one
   byte at a time does not restart the clock);
 * at most ``max_connections`` connections are open per server (derived from the
-  process's descriptor limit by default); one more gets ``503`` with ``Retry-After`` and
-  is closed at once, so descriptors are never exhausted by connections;
+  process's descriptor limit by default), so descriptors are never exhausted by
+  connections. When they are all open a new one evicts a silent connection (no request
+  head completed yet, oldest first, from the address holding the most; failing that an
+  idle keep-alive one), unless its own address already holds its share
+  (``per_address``); with nothing to evict it gets ``503`` with ``Retry-After`` and is
+  closed at once. Before eviction one stranger re-opening silent sockets kept every new
+  client out (1 of 45 fresh connections served in 30 s);
 * ``quiet_logs`` turns asyncio's accept tracebacks, and uvicorn's warning per invalid
   head, into one line per 10 s.
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,13 +76,17 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     #: ``None``: the descriptor limit (``RLIMIT_NOFILE``) less 128 for everything else
     max_connections: int | None = None
+    #: what one peer address keeps once every connection is open (``None``: half the cap):
+    #: a new connection from an address holding this many is refused instead of evicting
+    per_address: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_header_bytes", "max_headers", "header_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if self.max_connections is not None and self.max_connections < 1:
-            raise ValueError(f"max_connections must be 1 or more, got {self.max_connections!r}")
+        for name in ("max_connections", "per_address"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more, got {getattr(self, name)!r}")
 
     def connection_cap(self) -> int:
         """``max_connections``, or what the process's descriptor limit leaves room for."""
@@ -90,6 +100,10 @@ class ConnectionLimits:
         if soft == resource.RLIM_INFINITY:
             return 10_000
         return max(16, min(10_000, soft - 128))
+
+    def address_share(self, cap: int) -> int:
+        """``per_address``, or half of ``cap``: what one address keeps when the server is full."""
+        return self.per_address if self.per_address is not None else max(1, cap // 2)
 
 
 @dataclass
@@ -108,8 +122,11 @@ class Connections:
     limits: ConnectionLimits
     cap: int
     open: set[_Guard] = field(default_factory=set)
+    #: how many of ``open`` each peer address holds
+    held: Counter[str] = field(default_factory=Counter)
     closing: bool = False
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+    evictions: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     #: the loop time the last request began to arrive on any connection
     last_request: float = 0.0
 
@@ -126,6 +143,49 @@ class Connections:
         self.drain()
         for connection in list(self.open):
             connection.close_if_idle()
+
+    def admit(self, connection: _Guard) -> bool:
+        """Count ``connection`` as open, evicting another if the cap is reached; False: refuse it.
+
+        Why evict: a silent connection holds its slot for the whole header timeout, so a
+        stranger re-opening them fills a global cap for good. Once full, the address
+        holding the most loses its oldest silent connection (no head completed yet;
+        failing that an idle keep-alive one), so one address cannot keep the others
+        out; an address already holding its share gets nothing more.
+        """
+        address = connection.address
+        if len(self.open) >= self.cap:
+            share = self.limits.address_share(self.cap)
+            victim = None if self.held[address] >= share else self._victim()
+            if victim is None:
+                return False
+            self.evictions.log(logging.WARNING, "connection limit (%d) reached: evicting silent connections", self.cap)
+            self.release(victim)
+            victim.evict()
+        self.open.add(connection)
+        self.held[address] += 1
+        return True
+
+    def release(self, connection: _Guard) -> None:
+        """No longer count ``connection`` (idempotent)."""
+        if connection in self.open:
+            self.open.discard(connection)
+            self.held[connection.address] -= 1
+            if self.held[connection.address] <= 0:
+                del self.held[connection.address]
+
+    def _victim(self) -> _Guard | None:
+        """The connection to evict: silent before idle, the heaviest address first, then the oldest."""
+        best: tuple[int, int, float] | None = None
+        victim = None
+        for connection in self.open:
+            tier = connection.evictable
+            if tier is None:
+                continue
+            key = (tier, -self.held[connection.address], connection.opened)
+            if best is None or key < best:
+                best, victim = key, connection
+        return victim
 
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
@@ -165,6 +225,9 @@ class _Guard:
         self._head_fields = 0
         self._deadline: asyncio.TimerHandle | None = None
         self._refusal: bytes | None = None
+        self._heads = 0
+        self.address = ""
+        self.opened = 0.0
 
     # -- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -173,15 +236,17 @@ class _Guard:
         if board.closing:
             self._refuse(_response(503, "Shutting down; retry on another worker.", retry_after=True))
             return
-        if len(board.open) >= board.cap:
+        peer = transport.get_extra_info("peername")
+        self.address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        self.opened = self.loop.time()
+        if not board.admit(self):
             board.refusals.log(logging.WARNING, "connection limit (%d) reached: new connections get 503", board.cap)
             self._refuse(_response(503, "Too many connections; retry later.", retry_after=True))
             return
-        board.open.add(self)
         self._free()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.board.open.discard(self)
+        self.board.release(self)
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
 
@@ -216,6 +281,20 @@ class _Guard:
         """Open with nothing of a request received: a keep-alive connection between requests."""
         return self._pending == 0 and self._raw == 0 and not self.transport.is_closing()
 
+    @property
+    def evictable(self) -> int | None:
+        """0: silent (no request head completed yet); 1: idle between requests; None: busy or closing."""
+        if self._pending or self.transport.is_closing():
+            return None
+        if self._heads == 0:
+            return 0
+        return 1 if self._raw == 0 else None
+
+    def evict(self) -> None:
+        """Close to make room for a new connection (``Connections.admit``); nothing was asked, nothing is answered."""
+        self._disarm()
+        self.transport.close()
+
     def close_if_idle(self) -> None:
         """Close now if nothing of a request has arrived (see ``Connections.close_idle``).
 
@@ -240,6 +319,7 @@ class _Guard:
 
     def head_complete(self) -> None:
         self._pending += 1
+        self._heads += 1
         self._disarm()
 
     def count_head(self, nbytes: int, fields: int = 0) -> bool:

@@ -58,6 +58,9 @@ def test_the_limits_are_checked():
         ConnectionLimits(header_timeout=0)
     with pytest.raises(ValueError, match="max_connections must be 1 or more"):
         ConnectionLimits(max_connections=0)
+    with pytest.raises(ValueError, match="per_address must be 1 or more"):
+        ConnectionLimits(per_address=0)
+    assert ConnectionLimits(max_connections=7).address_share(7) == 3
     with pytest.raises(ValueError, match="http must be 'auto', 'httptools' or 'h11'"):
         guarded_protocol("zttp", ConnectionLimits())
     assert ConnectionLimits().connection_cap() >= 16
@@ -181,6 +184,51 @@ async def test_connections_beyond_the_cap_get_503_with_retry_after(http):
                 await asyncio.sleep(0.05)
     assert refused.startswith(b"HTTP/1.1 503 ")
     assert b"retry-after: 1" in refused
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_at_the_cap_another_address_evicts_the_oldest_silent_connection(http):
+    """A full server makes room by closing a silent connection of the address holding the most.
+
+    Before, the fourth connection got 503 while three silent ones held every slot for
+    their whole header timeout (60 s here: only eviction can close them).
+    """
+    async with serving(http, max_connections=3, header_timeout=60) as (port, server):
+        silent = []
+
+        async def hold(open_then: int) -> None:
+            """One more silent connection from 127.0.0.2, once the server holds ``open_then``."""
+            silent.append(await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)))
+            with anyio.fail_after(10):  # accepted one by one: the first is the oldest
+                while server.connections is None or len(server.connections.open) < open_then:
+                    await asyncio.sleep(0.01)
+
+        try:
+            for count in (1, 2, 3):
+                await hold(count)
+            answer = await exchange(port, HEAD + b"Connection: close\r\n\r\n")
+            with anyio.fail_after(10):
+                assert await silent[0][0].read() == b""  # the oldest was closed, with nothing to answer
+                while len(server.connections.open) > 2:  # the answered one is gone too
+                    await asyncio.sleep(0.01)
+            await hold(3)
+            refused = await exchange_from("127.0.0.2", port)  # its address holds more than its share (1 of 3)
+        finally:
+            for _, writer in silent:
+                writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    assert refused.startswith(b"HTTP/1.1 503 "), refused[:200]
+
+
+async def exchange_from(address: str, port: int) -> bytes:
+    """Open a connection from ``address``, send a request, read until closed (bounded)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+    try:
+        writer.write(HEAD + b"Connection: close\r\n\r\n")
+        with anyio.fail_after(10):
+            return await reader.read()
+    finally:
+        writer.close()
 
 
 @pytest.mark.parametrize("http", PARSERS)

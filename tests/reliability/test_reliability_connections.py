@@ -13,6 +13,7 @@ parser). Each attack records its figures (``FIGURES.attack``), printed every run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sys
 import time
@@ -157,3 +158,93 @@ async def test_idle_and_trickling_sockets_beyond_the_cap_are_refused_or_reaped()
     )
     assert timed_out == 0, f"{timed_out} idle connections were still held after {timeout * 10:g} s"
     assert refused >= 50 - 1 and refused + reaped == len(socks)
+
+
+async def test_a_strangers_silent_sockets_do_not_keep_fresh_clients_out():
+    """Issue 44, 1: one address re-opening 1,000 silent sockets while fresh clients connect from another.
+
+    The cap is what a 1,024-descriptor limit gives (896). Before: the stranger's silent
+    connections held every slot for the whole header timeout, and nearly every fresh
+    connection got 503 (1 of 45 served in 30 s). Now a full server evicts the silent
+    connections of the address holding the most, and that address gets no more than its
+    share: the fresh clients are served.
+    """
+    cap, sockets, requests = 896, 1_000, 60
+    async with served(SOURCE, "--max-connections", str(cap)) as server:
+        port = port_of(server.url)
+        loop = asyncio.get_running_loop()
+        stop = anyio.Event()
+        opened = held = 0
+        all_opened = anyio.Event()
+
+        async def stranger_slot() -> None:
+            """Keep one silent socket open from 127.0.0.2: re-open it whenever the server closes it."""
+            nonlocal opened, held
+            first = True
+            while not stop.is_set():
+                sock = socket.socket()
+                sock.setblocking(False)
+                try:
+                    sock.bind(("127.0.0.2", 0))
+                    await loop.sock_connect(sock, ("127.0.0.1", port))
+                    opened += 1
+                    held += 1
+                    if first:
+                        first = False
+                        if opened >= sockets:
+                            all_opened.set()
+                    with anyio.move_on_after(30):
+                        with contextlib.suppress(ConnectionError):
+                            while await loop.sock_recv(sock, 4096):
+                                pass
+                    held -= 1
+                except OSError:
+                    pass
+                finally:
+                    sock.close()
+                with anyio.move_on_after(0.1):  # re-open at once, as the attacker did (bounded churn)
+                    await stop.wait()
+
+        async def fresh_request() -> bool:
+            """One request on a new connection from 127.0.0.1; whether it was answered 200."""
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                return False
+            try:
+                writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                with anyio.move_on_after(15):
+                    return (await reader.read()).startswith(b"HTTP/1.1 200 ")
+                return False
+            except OSError:
+                return False
+            finally:
+                writer.close()
+
+        served_count = 0
+        started = time.monotonic()
+        async with anyio.create_task_group() as group:
+            for _ in range(sockets):
+                group.start_soon(stranger_slot)
+            with anyio.fail_after(60):
+                await all_opened.wait()
+            holding = held
+            for _ in range(requests):
+                served_count += await fresh_request()
+                await anyio.sleep(0.05)
+            stop.set()
+            group.cancel_scope.cancel()
+        seconds = time.monotonic() - started
+        async with server.client() as client:
+            assert (await client.call_tool("echo", {"text": "after"})).structured_content["text"] == "after"
+    FIGURES.attack(
+        "stranger's 1,000 silent sockets",
+        cap=cap,
+        stranger_open_at_start=holding,
+        stranger_connects=opened,
+        fresh_requests=requests,
+        fresh_served=served_count,
+        served_pct=round(100 * served_count / requests, 1),
+        seconds=round(seconds, 2),
+    )
+    assert served_count >= 0.95 * requests, f"{served_count} of {requests} fresh clients served"
