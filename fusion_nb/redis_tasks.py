@@ -18,6 +18,15 @@ every worker writes its tasks to Redis and reads the others' from there:
   task whose worker's key has lapsed turns ``failed`` ("The worker running this task
   stopped.") for whoever reads it next, so a worker killed with ``kill -9`` leaves
   no task ``working`` forever.
+* **fencing**: every write is a compare-and-set in one Lua script: a final record is
+  never overwritten, and a worker writes its own tasks only while its lease stands. A
+  worker whose lease lapsed (frozen, throttled, cut off from Redis) learns it at its
+  next write or renewal: it stops its tasks (their cleanup runs; they read ``failed``
+  as the others said) and carries on under a new lease. Before, a worker resumed after
+  a freeze ran on the tasks the others had declared stopped and overwrote their
+  ``failed`` with ``completed``.
+* **restarts**: Redis holds an epoch key; a worker that finds it gone (Redis restarted
+  empty) writes its tasks' records again at once (within a third of the lease).
 
 When Redis cannot be reached every task operation answers one sentence naming the
 store (never its password) within ``timeout`` seconds; calls that are not tasks go
@@ -56,11 +65,42 @@ DEFAULT_LEASE = 15.0
 STOPPED = "The worker running this task stopped."
 """The status message of a task whose worker died."""
 EXPIRED = "The task expired; its result was freed."
+FENCED = (
+    "fusion-nb: this worker's task lease lapsed (frozen or cut off from the task store for over %g s): "
+    "the other workers declared its %d tasks stopped, so they were stopped here too"
+)
 WRITE_INTERVAL = 0.05
 """Seconds between two writes of one worker's changed tasks (each write carries all of them)."""
 UNAVAILABLE = "TASK_STORE_UNAVAILABLE"
 
 _FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+#: Write one record unless that would break the fencing rule; returns what happened.
+#: KEYS: the record, the store's epoch, the lease of the worker the record names.
+#: ARGV: the record's JSON, its expiry in ms, the epoch the writer knows, and "own"
+#: (the writer runs the task: only while its lease stands) or "stop" (another worker's
+#: task, marked failed: only while that worker's lease is lapsed). "epoch": the store
+#: restarted since the writer last looked; "final": the record has ended, kept as is.
+_WRITE = """
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 'epoch' end
+local leased = redis.call('EXISTS', KEYS[3]) == 1
+if ARGV[4] == 'own' and not leased then return 'fenced' end
+local current = redis.call('GET', KEYS[1])
+if current then
+  local status = cjson.decode(current)['status']
+  if status == 'completed' or status == 'failed' or status == 'cancelled' then return 'final' end
+end
+if ARGV[4] ~= 'own' and (leased or not current) then return 'kept' end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 'ok'
+"""
+#: Renew a lease that still stands (a lapsed one is never brought back). KEYS: the
+#: epoch, the lease; ARGV: the epoch the worker knows, the lease in ms.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'epoch' end
+if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then return 'fenced' end
+return 'ok'
+"""
 
 
 def shown_url(url: str) -> str:
@@ -98,8 +138,13 @@ class RedisTasks:
         self.url = url
         self.lease = lease
         self.timeout = timeout
-        self.worker = f"{worker or 'worker'}-{secrets.token_hex(4)}"
+        self._name = f"{worker or 'worker'}-{secrets.token_hex(4)}"
+        self._incarnation = 1
+        #: this process's current identity in records and leases (a new one after each fencing)
+        self.worker = f"{self._name}.1"
         self.redis = _client(url, timeout)
+        self._cas = self.redis.register_script(_WRITE)
+        self._renew_lease = self.redis.register_script(_RENEW)
         prefix = f"fusion-nb:{tasks.app.name}:"
         self._task_key = prefix + "task:"
         self._owner_key = prefix + "owner:"
@@ -107,6 +152,10 @@ class RedisTasks:
         self._lease_key = prefix + "worker:"
         self._relay_channel = prefix + "relay:"
         self._changed_channel = prefix + "changed:"
+        self._epoch_key = prefix + "epoch"
+        self._epoch = ""
+        self._owned: dict[str, Any] = {}  # task id -> unwatch, for the tasks written under ``worker``
+        self._repairing = anyio.Lock()
         self._pending: dict[str, Task] = {}  # local tasks changed since the last write
         self._wake: anyio.Event | None = None  # (made on the loop, in ``running``)
         self._writing = anyio.Lock()
@@ -125,9 +174,9 @@ class RedisTasks:
         self._wake = anyio.Event()
         async with self.redis:
             await self._op(self.redis.ping())
-            await self._renew()
+            await self._claim()
             pubsub = self.redis.pubsub()
-            await self._op(pubsub.subscribe(self._relay_channel + self.worker))
+            await self._op(pubsub.psubscribe(self._relay_channel + self._name + ".*"))
             await self._op(pubsub.psubscribe(self._changed_channel + "*"))
             async with anyio.create_task_group() as group:
                 group.start_soon(self._keep_lease)
@@ -146,23 +195,75 @@ class RedisTasks:
             with anyio.move_on_after(self.timeout, shield=True):
                 await pubsub.aclose()
 
-    async def _renew(self) -> None:
-        await self._op(self.redis.set(self._lease_key + self.worker, "1", px=round(self.lease * 1000)))
+    async def _claim(self) -> None:
+        """Learn the store's epoch (made if Redis has none: a new or restarted store) and take a lease."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self._epoch_key, secrets.token_hex(8), nx=True)
+        pipe.get(self._epoch_key)
+        pipe.set(self._lease_key + self.worker, "1", px=_ms(self.lease))
+        _, self._epoch, _ = await self._op(pipe.execute())
 
     async def _keep_lease(self) -> None:
         while True:
             await anyio.sleep(self.lease / 3)
             try:
-                await self._renew()
+                worker = self.worker
+                keys = [self._epoch_key, self._lease_key + worker]
+                outcome = await self._op(self._renew_lease(keys=keys, args=[self._epoch, _ms(self.lease)]))
+                await self._react(worker, outcome)
             except ToolError as error:
                 self._log_down(error)
+
+    async def _react(self, worker: str, *outcomes: str) -> None:
+        """After a write or a renewal as ``worker``: write all again if the store restarted; stop if fenced."""
+        if worker != self.worker:
+            return  # (an outcome for an identity already left behind)
+        if "epoch" in outcomes:
+            await self._restore()
+        elif "fenced" in outcomes:
+            await self._fence()
+
+    async def _restore(self) -> None:
+        """Redis restarted empty: take the new epoch and a lease, and write this worker's tasks again."""
+        async with self._repairing:
+            await self._claim()
+            own = [task for task_id in self._owned if (task := self.tasks.store.get(task_id)) is not None]
+            worker = self.worker
+            outcomes = await self._write([TaskRecord.of(task, worker) for task in own])
+        log.warning("fusion-nb: the task store restarted empty; this worker wrote its %d tasks again", len(own))
+        if "fenced" in outcomes.values():
+            await self._react(worker, "fenced")
+
+    async def _fence(self) -> None:
+        """This worker's lease lapsed: stop the tasks written under it and carry on under a new one.
+
+        The other workers may already have marked those tasks failed (and a client may
+        have started the job again): running them on would do the work twice and could
+        never be reported, since a final record is never overwritten.
+        """
+        async with self._repairing:
+            owned, self._owned = self._owned, {}
+            self._incarnation += 1
+            self.worker = f"{self._name}.{self._incarnation}"
+            for task_id, unwatch in owned.items():
+                unwatch()
+                self._pending.pop(task_id, None)
+                self.tasks.forget(task_id, STOPPED)
+            await self._claim()
+        log.warning(FENCED, self.lease, len(owned))
 
     # -- SharedTasks -------------------------------------------------------------------------------
     async def add(self, task: Task) -> None:
         """Write a new local task's record and index it; its changes are written from now on."""
-        record = TaskRecord.of(task, self.worker)
-        task.watch(self._changed)
-        await self._write([record])
+        worker = self.worker
+        record = TaskRecord.of(task, worker)
+        unwatch = task.watch(self._changed)
+        outcome = (await self._write([record])).get(task.id, "ok")
+        if outcome in ("epoch", "fenced"):
+            await self._react(worker, outcome)
+            record = TaskRecord.of(task, self.worker)
+            await self._write([record])
+        self._owned[task.id] = unwatch
         if (task.status, task.status_message, task.updated) != (record.status, record.status_message, record.updated):
             self._changed(task)  # it changed while the record was on its way: write the newer state after it
 
@@ -226,7 +327,18 @@ class RedisTasks:
             for record in records
             if record.status not in _FINAL and record.worker in dead
         }
-        await self._write(list(stopped.values()))  # (one round trip for all of them)
+        outcomes = await self._write(list(stopped.values()), own=False)  # (one round trip for all of them)
+        if "epoch" in outcomes.values():
+            await self._react(self.worker, "epoch")
+        refused = [task_id for task_id, outcome in outcomes.items() if outcome != "ok"]
+        if refused:  # ended meanwhile (or its worker came back after a restart): what the store holds now
+            current = await self._op(self.redis.mget([self._task_key + task_id for task_id in refused]))
+            for task_id, value in zip(refused, current, strict=True):
+                kept = _loads(value)
+                if kept is not None:
+                    stopped[task_id] = kept
+                else:
+                    del stopped[task_id]
         return [stopped.get(record.id, record) for record in records]
 
     async def _follow(self, task: Task) -> None:
@@ -293,38 +405,42 @@ class RedisTasks:
             pending, self._pending = self._pending, {}
             if not pending:
                 return
+            worker = self.worker
             try:
-                await self._write([TaskRecord.of(task, self.worker) for task in pending.values()])
+                outcomes = await self._write([TaskRecord.of(task, worker) for task in pending.values()])
             except BaseException:
                 self._pending = {**pending, **self._pending}
                 raise
+        await self._react(worker, *outcomes.values())
 
-    async def _write(self, records: list[TaskRecord]) -> None:
+    async def _write(self, records: list[TaskRecord], *, own: bool = True) -> dict[str, str]:
         """Write ``records`` for the rest of their ttl, index them, announce each; one round trip.
 
-        Every write restores what a Redis restart without persistence lost (the record,
-        its index entries, and this worker's lease with its own tasks), so a restarted
-        Redis is whole again after each running task's next change; an expired task
-        stays gone.
+        Each record goes through the fencing rule (``_WRITE``); returns each one's outcome
+        ("ok", "final", "fenced", "epoch", "kept"). ``own``: records of tasks this worker
+        runs; else another worker's tasks being marked failed. An expired task stays gone.
         """
         now = time.time()
         pipe = self.redis.pipeline(transaction=False)
-        own = False
+        written: list[str] = []
         for record in records:
             expires = record.created + record.ttl
             if expires <= now:
                 continue
-            own = own or record.worker == self.worker
-            pipe.set(self._task_key + record.id, _dumps(record), px=max(1, _ms(expires - now)))
+            written.append(record.id)
+            keys = [self._task_key + record.id, self._epoch_key, self._lease_key + record.worker]
+            args: list[str | int] = [_dumps(record), max(1, _ms(expires - now)), self._epoch, "own" if own else "stop"]
+            await self._cas(keys=keys, args=args, client=pipe)  # (queued: run by ``execute``)
             for key in (self._owner_key + _owner_json(record.owner), self._all_key):
                 pipe.zadd(key, {record.id: _ms(expires)})
                 pipe.pexpireat(key, _ms(expires), nx=True)  # an index lives as long as its longest-lived task
                 pipe.pexpireat(key, _ms(expires), gt=True)
             pipe.publish(self._changed_channel + record.id, "1")
-        if own:
-            pipe.set(self._lease_key + self.worker, "1", px=_ms(self.lease))
-        if len(pipe):
-            await self._op(pipe.execute())
+        if not written:
+            return {}
+        replies = await self._op(pipe.execute())
+        step = len(replies) // len(written)
+        return {task_id: str(replies[index * step]) for index, task_id in enumerate(written)}
 
     # -- relaying -----------------------------------------------------------------------------------
     async def _relay(self, task: Task, message: dict[str, Any]) -> None:
@@ -352,10 +468,10 @@ class RedisTasks:
             if message is None:
                 continue
             channel = str(message.get("channel", ""))
-            if message["type"] == "pmessage":
+            if channel.startswith(self._changed_channel):
                 for event in self._followers.pop(channel[len(self._changed_channel) :], ()):
                     event.set()
-            elif message["type"] == "message":
+            elif channel.startswith(self._relay_channel):
                 self._apply(message.get("data"))
 
     def _apply(self, data: object) -> None:

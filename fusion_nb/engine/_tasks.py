@@ -521,6 +521,22 @@ class Tasks:
             event.set()
         return None
 
+    def forget(self, task_id: str, message: str) -> Task | None:
+        """Drop a task of this process it may no longer answer for; returns it, or ``None``.
+
+        Why: a shared store fences a worker whose lease lapsed (others have declared its
+        tasks ended); its work must stop and lookups must read the store's record from
+        then on. The task turns ``failed`` with ``message`` (what the others say) and its
+        call is aborted, its cleanup run.
+        """
+        task = self.store.remove(task_id)
+        if task is None:
+            return None
+        task._update(TaskStatus.FAILED, message)
+        if task.call is not None and not task.call.settled:
+            task.call.cancel(CANCELLED)
+        return task
+
     # -- across workers: what every transport calls ------------------------------------------------
     # The same operations as above, reaching the tasks of other workers too when a shared
     # store is attached (``share``): this process's own tasks are found first, live.

@@ -143,6 +143,48 @@ async def test_the_tasks_of_a_worker_whose_lease_lapsed_turn_failed(redis_server
         await a.stop(task)
 
 
+async def test_a_worker_whose_lease_lapsed_stops_its_tasks_and_never_rewrites_their_end(redis_server):
+    """Fencing (issue 44, 2): B declared A's task stopped; A, carrying on, may not overwrite that.
+
+    Before, A's next writes turned the record back to ``working`` and then ``completed``
+    with the real result (a terminal status changed, work reported stopped went on).
+    Now A's next write is refused, A stops the task (its cleanup runs) and answers what
+    B answers; A's later tasks run under a new lease.
+    """
+    cleaned = anyio.Event()
+    async with two_workers(redis_server.url, lease=60, cleaned=cleaned) as (a, b, store_a):  # (no renewal)
+        held = await a.start("alice", "stuck")
+        task = await a.start("alice", "train", {"steps": 300})  # about 3 s of progress writes
+        with anyio.fail_after(5):
+            while held.status_message != "entered" or task.status_message is None:
+                await task.wait_change()
+        await store_a.written(task)
+        await store_a.written(held)
+        fenced = store_a.worker
+        async with aioredis.Redis.from_url(redis_server.url) as raw:  # as if A froze past its lease
+            assert await raw.delete(f"fusion-nb:shared-tasks:worker:{fenced}") == 1
+        for seen in (await b.find("alice", task.id), await b.find("alice", held.id)):
+            assert seen is not None and (seen.status, seen.status_message) == (TaskStatus.FAILED, STOPPED)
+        with anyio.fail_after(10):  # A's next progress write is refused: A stops both
+            await cleaned.wait()
+            await task.wait()
+            while not task.call.settled:
+                await anyio.sleep(0.01)
+        assert (task.status, task.status_message) == (TaskStatus.FAILED, STOPPED)
+        assert task.call.status == "cancelled" and store_a.worker != fenced
+        for task_id in (task.id, held.id):
+            for worker in (a, b):
+                seen = await worker.find("alice", task_id)
+                assert seen is not None and seen.remote, task_id  # A answers from the store, as B does
+                assert (seen.status, seen.status_message) == (TaskStatus.FAILED, STOPPED)
+        later = await a.start("alice", "train", {"steps": 2})  # under A's new lease
+        copy = await b.find("alice", later.id)
+        assert copy is not None
+        with anyio.fail_after(10):
+            await copy.wait()
+        assert copy.status == TaskStatus.COMPLETED
+
+
 async def test_the_bounds_hold_across_workers(redis_server):
     async with two_workers(redis_server.url, max_per_owner=2, max_total=3) as (a, b, _):
         made = [await a.start("alice", "stuck"), await b.start("alice", "stuck")]

@@ -1,6 +1,8 @@
 """A module app for the tasks-across-workers tests: task tools whose answers say which worker ran them.
 
-``work`` takes ``n`` steps of ``delay`` seconds with progress and answers its worker's pid;
+``work`` takes ``n`` steps of ``delay`` seconds with progress and answers its worker's pid
+(each step, and its end as "done", appended to the file ``log`` names, if any: how a test
+counts the work a frozen worker did);
 ``hold`` says "holding on PID" and waits until it is cancelled, and its cleanup writes
 "cleaned by PID" to the file named by ``mark`` (aside, then renamed: a reader polling for the
 file from another process never sees it half-written); ``confirm`` asks for input as a task;
@@ -11,6 +13,7 @@ per-client bound (100) of tasks.
 """
 
 import os
+import time
 from pathlib import Path
 
 import anyio
@@ -31,14 +34,23 @@ async def echo(input, ctx):
     app.f.action("work")
     .with_integer("n", "Steps")
     .with_number("delay", "Seconds per step", default=0.05)
+    .with_string("log", "File each step is appended to", default="")
     .task(ttl=600, poll_interval=0.1)
     .handle
 )
 async def work(input, ctx):
     for step in range(input.n):
         await anyio.sleep(input.delay)
+        note(input.log, f"{os.getpid()} {time.time()} step {step + 1}")
         yield progress(100 * (step + 1) / max(input.n, 1), f"step {step + 1} of {input.n}")
+    note(input.log, f"{os.getpid()} {time.time()} done")
     yield respond({"steps": input.n, "pid": os.getpid()})
+
+
+def note(path: str, line: str) -> None:
+    if path:
+        with open(path, "a") as log:
+            log.write(line + "\n")
 
 
 @app.f.action("hold").with_string("mark", "File the cleanup writes").task(ttl=600, poll_interval=0.1).handle

@@ -1,0 +1,113 @@
+"""Attacks on the Redis task store with real workers (issue 44, 2 and 11): a frozen worker.
+
+Two ``fusion-nb serve task_app --task-store redis://...`` workers (A, B) behind the
+shipped nginx config, Debian's ``redis-server``, a lease of 1 s. Each attack records
+its figures (``FIGURES.attack``), printed every run.
+
+* frozen worker: A is stopped with SIGSTOP past its lease while its tasks run; B
+  declares them stopped; A is resumed with SIGCONT. Every task must stay terminal
+  exactly once as B first said (before: A overwrote ``failed`` with ``completed`` and
+  the real result, after running the work on), A must stop its tasks (their cleanup
+  runs), and a client that retried on B must not see the job done twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from reliability_support import FIGURES
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
+
+from test_redis_tasks import FINAL, LEASE, STOPPED, Modern, read_mark, topology  # the CLI scenarios' wire
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # the subject is the servers
+
+
+def ending(task: dict) -> tuple:
+    """What a 2026 ``tasks/get`` says of a task's end: status, message, and whether its result is an error."""
+    result = task.get("result") or {}
+    return task["status"], task.get("statusMessage"), bool(result.get("isError"))
+
+
+def reopened_after_end(states: list[tuple]) -> bool:
+    """Whether a task read as not final after it was first read final."""
+    first = next((index for index, state in enumerate(states) if state[0] in FINAL), len(states))
+    return any(state[0] not in FINAL for state in states[first:])
+
+
+@pytest.mark.timeout(300)
+async def test_a_worker_frozen_past_its_lease_never_rewrites_an_end_nor_runs_on(tmp_path, redis):
+    async with topology(tmp_path, redis) as (a, b, _url, http):
+        on_a, on_b = Modern(http, a.url), Modern(http, b.url)
+        logs = [tmp_path / f"work{index}.log" for index in range(3)]
+        works = [await on_a.start("work", n=200, delay=0.05, log=str(log)) for log in logs]  # 10 s each
+        held = await on_a.start("hold", mark=str(tmp_path / "hold.mark"))
+        ids = [*works, held]
+        with anyio.fail_after(30):
+            while not all(log.exists() for log in logs):
+                await anyio.sleep(0.05)
+        for task_id in ids:
+            await on_b.until(task_id, "working")
+
+        seen: dict[str, list[tuple]] = {task_id: [] for task_id in ids}  # what B said, poll by poll
+
+        async def watch(client: Modern) -> None:
+            while True:
+                for task_id in ids:
+                    seen[task_id].append(ending(await client.get(task_id)))
+                await anyio.sleep(0.05)
+
+        os.kill(a.process.pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch, on_b)
+                with anyio.fail_after(10 * LEASE + 10):
+                    while not all(seen[task_id] and seen[task_id][-1][0] in FINAL for task_id in ids):
+                        await anyio.sleep(0.05)
+                declared_in = time.monotonic() - stopped_at
+                retries = [await on_b.start("work", n=3, log=str(tmp_path / f"retry{i}.log")) for i in range(3)]
+                os.kill(a.process.pid, signal.SIGCONT)
+                resumed = time.time()
+                await read_mark(tmp_path / "hold.mark")  # A stopped its tasks: the cleanup ran there
+                await on_b.until(retries[-1], *FINAL)
+                group.cancel_scope.cancel()
+        finally:
+            os.kill(a.process.pid, signal.SIGCONT)
+        answers = {task_id: {ending(await client.get(task_id)) for client in (on_a, on_b)} for task_id in ids}
+        retried = [ending(await on_b.get(task_id)) for task_id in retries]
+
+    def steps(log: Path) -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    ran_on = sum(1 for log in logs for line in steps(log) if float(line.split()[1]) > resumed)
+    done_twice = sum(1 for log in logs if steps(log)[-1:] and steps(log)[-1].endswith("done"))
+    rewritten = sum(1 for task_id in ids if len({state for state in seen[task_id] if state[0] in FINAL}) > 1)
+    reopened = sum(1 for task_id in ids if reopened_after_end(seen[task_id]))
+    FIGURES.attack(
+        "worker frozen past its lease",
+        tasks=len(ids),
+        declared_stopped_s=round(declared_in, 2),
+        ends_rewritten=rewritten,
+        ends_reopened=reopened,
+        steps_run_after_resume=ran_on,
+        run_twice=done_twice,
+        a_and_b_disagree=sum(1 for states in answers.values() if len(states) != 1),
+    )
+    for task_id in ids:
+        assert answers[task_id] == {(s := seen[task_id][-1])}, (task_id, answers[task_id], s)
+        assert s[1] == STOPPED and (s[0] == "failed" or s[2]), s
+    assert rewritten == reopened == done_twice == 0
+    assert [state[0] for state in retried] == ["completed"] * 3 and not any(state[2] for state in retried)
