@@ -71,6 +71,9 @@ FENCED = (
 )
 WRITE_INTERVAL = 0.05
 """Seconds between two writes of one worker's changed tasks (each write carries all of them)."""
+TTL_GRACE = 60.0
+"""Seconds a record outlives its task's ttl while the task runs (its worker stops it at the ttl, then
+removes the record once its cleanup has run; this bounds what a worker dying just then leaves)."""
 UNAVAILABLE = "TASK_STORE_UNAVAILABLE"
 
 _FINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
@@ -425,11 +428,14 @@ class RedisTasks:
         written: list[str] = []
         for record in records:
             expires = record.created + record.ttl
-            if expires <= now:
+            left = expires - now
+            if record.status not in _FINAL or (own and record.id in self._owned and left <= 0):
+                left += TTL_GRACE  # (running, or stopped at its ttl: ``remove`` deletes it after the cleanup)
+            if left <= 0:
                 continue
             written.append(record.id)
             keys = [self._task_key + record.id, self._epoch_key, self._lease_key + record.worker]
-            args: list[str | int] = [_dumps(record), max(1, _ms(expires - now)), self._epoch, "own" if own else "stop"]
+            args: list[str | int] = [_dumps(record), max(1, _ms(left)), self._epoch, "own" if own else "stop"]
             await self._cas(keys=keys, args=args, client=pipe)  # (queued: run by ``execute``)
             for key in (self._owner_key + _owner_json(record.owner), self._all_key):
                 pipe.zadd(key, {record.id: _ms(expires)})
@@ -441,6 +447,24 @@ class RedisTasks:
         replies = await self._op(pipe.execute())
         step = len(replies) // len(written)
         return {task_id: str(replies[index * step]) for index, task_id in enumerate(written)}
+
+    async def remove(self, task: Task) -> None:
+        """Delete the record of this worker's ``task`` (stopped at its ttl, its cleanup run)."""
+        unwatch = self._owned.pop(task.id, None)
+        if unwatch is None:
+            return  # (not written under this worker's current lease)
+        unwatch()
+        async with self._writing:  # (after a write in flight, which may hold the task's last change)
+            self._pending.pop(task.id, None)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.delete(self._task_key + task.id)
+            for key in (self._owner_key + _owner_json(task.owner), self._all_key):
+                pipe.zrem(key, task.id)
+            pipe.publish(self._changed_channel + task.id, "1")
+            try:
+                await self._op(pipe.execute())
+            except ToolError as error:  # the record then goes at its ttl and grace
+                self._log_down(error)
 
     # -- relaying -----------------------------------------------------------------------------------
     async def _relay(self, task: Task, message: dict[str, Any]) -> None:

@@ -186,6 +186,9 @@ class SharedTasks(Protocol):
     async def written(self, task: Task) -> None:
         """Return once the latest change of this process's ``task`` is visible to every worker."""
 
+    async def remove(self, task: Task) -> None:
+        """Forget this process's ``task`` everywhere: its ttl passed and its call has stopped."""
+
     async def cancel(self, task: Task) -> None:
         """Have the worker running the copied ``task`` abort its call."""
 

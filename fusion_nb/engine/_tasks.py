@@ -19,8 +19,11 @@ its call: its cleanup runs and its slots free, exactly as for any aborted call.
 
 Expiry is driven by a clock (``anyio.current_time`` by default, so the event
 loop's): a task's ttl counts from its creation, and every access sweeps tasks whose
-ttl has passed (a still-running one is aborted first), so memory is bounded by the
-bounds and freed without a timer task of its own.
+ttl has passed, so memory is bounded by the bounds. A task still running at its ttl
+is stopped then by a timer on the loop (no access needed): its call is aborted and
+the task stays visible, ``cancelled``, until its cleanup has run; only then does it
+go (from a shared store too). Before, it vanished at once while its code ran on for
+seconds, work nobody could see or stop.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from ._background import Event, new_event
+from ._background import Event, current_backend, new_event, spawn
 from ._call import Call, CallStatus
 from ._channel import InputChannel
 from ._errors import CANCELLED, SERVER_BUSY, ToolError
@@ -393,6 +396,7 @@ class Tasks:
         self.max_total = max_total
         self.clock = clock
         self._expiry: list[tuple[float, int, str]] = []
+        self._expiring: set[str] = set()  # ids of tasks stopped at their ttl, freed once their cleanup ran
         self._order = itertools.count()
         self._listeners: list[Callable[[Task], None]] = []
         #: seconds ``jobs.wait`` waits; ``None`` while job tools are off (``enable_job_tools``)
@@ -465,7 +469,10 @@ class Tasks:
         task = Task(secrets.token_urlsafe(24), owner, name, args, kept, options.poll_interval, self.clock())
         self.store.put(task)
         heapq.heappush(self._expiry, (task.expires_at, next(self._order), task.id))
-        task.call = _start_call(self.app, task, name, args, request_info, _TaskChannel(task, can_answer))
+        task.call = call = _start_call(self.app, task, name, args, request_info, _TaskChannel(task, can_answer))
+        if not call.settled:
+            timer = current_backend().call_later(max(0.0, task.expires_at - self.clock()), lambda: self._at_ttl(task))
+            call.watch(lambda changed: timer.cancel() if changed.settled else None)
         if self._listeners:
             for listener in list(self._listeners):
                 listener(task)
@@ -615,19 +622,40 @@ class Tasks:
 
     # -- expiry --------------------------------------------------------------------------------
     def sweep(self) -> int:
-        """Free every task whose ttl has passed (aborting one still running); returns how many."""
+        """Free every task whose ttl has passed; returns how many (one still running is stopped, freed after)."""
         now = self.clock()
         expiry, freed = self._expiry, 0
         while expiry and expiry[0][0] <= now:
             _, _, task_id = heapq.heappop(expiry)
-            task = self.store.remove(task_id)
+            task = self.store.get(task_id)
             if task is None:
                 continue
             freed += 1
-            if task.call is not None and not task.final:
-                task.call.cancel(CANCELLED)
+            if task.call is not None and (not task.final or task.id in self._expiring):
+                self._at_ttl(task)
+                continue
+            self.store.remove(task_id)
             task.call = None
         return freed
+
+    def _at_ttl(self, task: Task) -> None:
+        """``task`` reached its ttl while its call runs: stop it now, free it once its cleanup has run."""
+        call = task.call
+        if call is None or task.final or self.store.get(task.id) is not task:
+            return
+        self._expiring.add(task.id)
+        task._update(TaskStatus.CANCELLED, f"The task reached its ttl ({task.ttl:g} s); its call was stopped.")
+        call.cancel(CANCELLED)
+        spawn(lambda: self._free_stopped(task, call), f"fusion-nb task {task.id[:8]} ttl")
+
+    async def _free_stopped(self, task: Task, call: Call) -> None:
+        await call.wait_stopped()
+        self._expiring.discard(task.id)
+        if self.store.get(task.id) is task:
+            self.store.remove(task.id)
+            task.call = None
+            if self.shared is not None:
+                await self.shared.remove(task)
 
 
 def _start_call(

@@ -172,6 +172,43 @@ async def test_a_running_task_past_its_ttl_is_aborted_and_freed(app, slow):
     assert cleaned == [True]
 
 
+async def test_a_running_task_is_stopped_at_its_ttl_unasked_and_stays_visible_until_its_cleanup_ran(app):
+    """Issue 44, 11: nobody polls; at its ttl the task is stopped, and goes only once its cleanup has run.
+
+    Before, it ran on past its ttl until some access swept it, and that sweep removed it
+    at once while its cleanup (and any code ignoring the abort) still ran, unseen.
+    """
+    entered, cleaning, finish = anyio.Event(), anyio.Event(), anyio.Event()
+
+    @app.f.action("long").task(ttl=60).handle
+    async def long(input, ctx):
+        try:
+            entered.set()
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                cleaning.set()
+                await finish.wait()  # a cleanup that takes a while
+
+    tasks = Tasks(app)
+    task = tasks.create("alice", "long", ttl=0.2)
+    try:
+        await entered.wait()
+        with anyio.fail_after(10):
+            await cleaning.wait()  # stopped at its ttl, with no access at all
+        assert task.status == TaskStatus.CANCELLED and task.status_message == (
+            "The task reached its ttl (0.2 s); its call was stopped."
+        )
+        assert tasks.get("alice", task.id) is task and tasks.store.count() == 1  # visible while its cleanup runs
+    finally:
+        finish.set()
+        await tasks.stop(task)  # (on the old code it ran on: its end must not hang the test)
+    with anyio.fail_after(10):
+        while tasks.store.count():
+            await anyio.sleep(0.01)
+    assert tasks.get("alice", task.id) is None and task.call is None
+
+
 async def test_bounds_per_owner_and_in_total_answer_server_busy(app, job):
     release, _ = job
     tasks = Tasks(app, max_per_owner=2, max_total=3)

@@ -13,6 +13,7 @@ its figures (``FIGURES.attack``), printed every run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -20,12 +21,14 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from reliability_support import FIGURES
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
-from test_redis_tasks import FINAL, LEASE, STOPPED, Modern, read_mark, topology  # the CLI scenarios' wire
+from served import served
+from test_redis_tasks import FINAL, LEASE, STOPPED, TOKEN, Modern, WireError, read_mark, topology  # the CLI wire
 
 pytestmark = pytest.mark.anyio
 
@@ -111,3 +114,46 @@ async def test_a_worker_frozen_past_its_lease_never_rewrites_an_end_nor_runs_on(
         assert s[1] == STOPPED and (s[0] == "failed" or s[2]), s
     assert rewritten == reopened == done_twice == 0
     assert [state[0] for state in retried] == ["completed"] * 3 and not any(state[2] for state in retried)
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+async def test_a_running_task_at_its_ttl_is_stopped_before_its_record_goes(tmp_path, request, store):
+    """Issue 44, 11: ``brief`` (ttl 1.5 s, a 0.5 s cleanup) polled until it is gone; nobody cancels it.
+
+    Before: in memory the poll at the ttl removed it while its cleanup ran on (2 to 6 s of
+    code nobody could see); with Redis the record expired at the ttl on every worker while
+    the code ran on in its worker until something there swept it. Now the worker stops it
+    at the ttl and the record goes only once the cleanup has run.
+    """
+    mark = tmp_path / "brief.mark"
+    async with contextlib.AsyncExitStack() as stack:
+        if store == "redis":
+            _a, b, _url, http = await stack.enter_async_context(topology(tmp_path, request.getfixturevalue("redis")))
+            runs_on, polled_on = Modern(http, _a.url), Modern(http, b.url)
+        else:
+            worker = await stack.enter_async_context(served("task_app", env={"FUSION_NB_TOKEN": TOKEN}))
+            http = await stack.enter_async_context(httpx.AsyncClient(timeout=httpx.Timeout(30)))
+            runs_on = polled_on = Modern(http, worker.url)
+        task_id = await runs_on.start("brief", mark=str(mark))
+        started = time.time()
+        states: list[str] = []
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    states.append((await polled_on.get(task_id))["status"])
+                except WireError as error:
+                    assert "no task" in error.message, error.message
+                    gone = time.time()
+                    break
+                await anyio.sleep(0.05)
+            cleaned_when_gone = mark.exists()
+            ended = float((await read_mark(mark)).split()[1])
+    FIGURES.attack(
+        f"running task at its ttl ({store})",
+        ttl_s=1.5,
+        record_went_after_s=round(gone - started, 2),
+        cleanup_ended_after_s=round(ended - started, 2),
+        code_ran_unseen_s=round(max(0.0, ended - gone), 2),
+    )
+    assert cleaned_when_gone, f"the record went {ended - gone:.2f} s before the cleanup ended"
+    assert states[-1] == "cancelled" or states[-1] == "completed", states[-3:]

@@ -5,7 +5,9 @@
 counts the work a frozen worker did);
 ``hold`` says "holding on PID" and waits until it is cancelled, and its cleanup writes
 "cleaned by PID" to the file named by ``mark`` (aside, then renamed: a reader polling for the
-file from another process never sees it half-written); ``confirm`` asks for input as a task;
+file from another process never sees it half-written); ``brief`` holds as ``hold`` does under
+a ttl of 1.5 s, and its cleanup takes 0.5 s before it writes its mark (the time it ended);
+``confirm`` asks for input as a task;
 ``echo`` is a plain call (it needs no task store, so it answers while Redis is away).
 
 One client creates the 1,000 tasks of the volume test, so the app holds more than the default
@@ -61,6 +63,19 @@ async def hold(input, ctx):
     finally:
         aside = Path(input.mark + ".part")
         aside.write_text(f"cleaned by {os.getpid()}")
+        aside.replace(input.mark)
+
+
+@app.f.action("brief").with_string("mark", "File the cleanup writes").task(ttl=1.5, poll_interval=0.1).handle
+async def brief(input, ctx):
+    try:
+        yield progress(0, f"holding on {os.getpid()}")
+        await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.5)  # a cleanup that takes a while
+        aside = Path(input.mark + ".part")
+        aside.write_text(f"{os.getpid()} {time.time()}")
         aside.replace(input.mark)
 
 
