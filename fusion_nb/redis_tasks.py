@@ -159,6 +159,7 @@ class RedisTasks:
         self._epoch = ""
         self._owned: dict[str, Any] = {}  # task id -> unwatch, for the tasks written under ``worker``
         self._repairing = anyio.Lock()
+        self._restored_at = -float("inf")  # (monotonic) when this worker last found the store restarted
         self._pending: dict[str, Task] = {}  # local tasks changed since the last write
         self._wake: anyio.Event | None = None  # (made on the loop, in ``running``)
         self._writing = anyio.Lock()
@@ -209,6 +210,8 @@ class RedisTasks:
     async def _keep_lease(self) -> None:
         while True:
             await anyio.sleep(self.lease / 3)
+            for task_id in [task_id for task_id in self._owned if self.tasks.store.get(task_id) is None]:
+                self._owned.pop(task_id)()  # swept at its ttl here: nothing left to write again
             try:
                 worker = self.worker
                 keys = [self._epoch_key, self._lease_key + worker]
@@ -229,6 +232,7 @@ class RedisTasks:
     async def _restore(self) -> None:
         """Redis restarted empty: take the new epoch and a lease, and write this worker's tasks again."""
         async with self._repairing:
+            self._restored_at = time.monotonic()
             await self._claim()
             own = [task for task_id in self._owned if (task := self.tasks.store.get(task_id)) is not None]
             worker = self.worker
@@ -271,11 +275,36 @@ class RedisTasks:
             self._changed(task)  # it changed while the record was on its way: write the newer state after it
 
     async def fetch(self, task_id: str) -> Task | None:
-        """A copy of the task with this id, kept current while a caller waits on it; ``None`` if none."""
+        """A copy of the task with this id, kept current while a caller waits on it; ``None`` if none.
+
+        Right after Redis restarted empty a task of another worker is missing until that
+        worker writes it again (within a third of its lease): then this says so in one
+        sentence (``TASK_STORE_UNAVAILABLE``, retry shortly) instead of "there is no task".
+        """
         record = await self._record(task_id)
         if record is None:
-            return None
+            if not await self._restarting():
+                return None
+            record = await self._record(task_id)
+            if record is None:
+                raise self._refilling()
         return Task.copy_of((await self._alive([record]))[0], self._follow)
+
+    async def _restarting(self) -> bool:
+        """Whether the store restarted empty within a lease (its workers may not have written their tasks yet)."""
+        if await self._op(self.redis.get(self._epoch_key)) != self._epoch:
+            await self._restore()
+        return time.monotonic() - self._restored_at < self.lease
+
+    def _refilling(self) -> ToolError:
+        seconds = max(1, round(self.lease - (time.monotonic() - self._restored_at)))
+        return ToolError(
+            UNAVAILABLE,
+            f"The task store at {shown_url(self.url)} restarted empty moments ago and its workers are "
+            "writing their tasks back; this task is not there yet.",
+            recovery=f"Retry in {seconds} s.",
+            retry_after=seconds,
+        )
 
     async def owned(self, owner: Hashable) -> list[Task]:
         """Copies of ``owner``'s tasks on every worker, oldest first."""
@@ -357,6 +386,8 @@ class RedisTasks:
             if not waiters and self._followers.get(task.id) is waiters:
                 del self._followers[task.id]
         record = await self._record(task.id)
+        if record is None and await self._restarting():
+            return  # the store restarted: its worker writes it back shortly (the copy keeps what it had)
         if record is None:
             record = dataclasses.replace(
                 TaskRecord.of(task, self.worker),

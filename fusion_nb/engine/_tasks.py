@@ -585,6 +585,15 @@ class Tasks:
         task = await self.shared.fetch(task_id)
         return task if task is not None and task.owner == owner else None
 
+    async def published(self, task: Task) -> None:
+        """Return once what this worker says of ``task`` every worker says (its change is in the shared store).
+
+        A push of a status (a listen stream's) waits on this: a client told ``completed``
+        whose next ``tasks/get`` reaches another worker must not read ``working`` there.
+        """
+        if self.shared is not None and not task.remote:
+            await self.shared.written(task)
+
     async def find_all(self, owner: Hashable) -> builtins.list[Task]:
         """``list`` across workers: ``owner``'s tasks (ours live, others' as copies), oldest first."""
         mine = self.list(owner)

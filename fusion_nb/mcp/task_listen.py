@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import anyio
@@ -122,7 +122,11 @@ class TaskListenHandler:
             )
         watched = await self._owned(owner_of(ctx), requested)
         stream = TaskStatusStream(
-            ctx.session, ctx.request_id, [task.id for task in watched], lambda task: detailed_task(task, self.tasks)
+            ctx.session,
+            ctx.request_id,
+            [task.id for task in watched],
+            lambda task: detailed_task(task, self.tasks),
+            before_send=self.tasks.published,
         )
         # watched before the SDK's handler subscribes and acks, so no change between the two is lost
         unwatch = [task.watch(lambda task: stream.changed(task.id, task)) for task in watched if not task.final]
@@ -172,6 +176,8 @@ class TaskStatusStream:
     state once. Every other attribute is the real session's. Shared by the server's
     handler (``state``: an engine ``Task``) and ``fusion-nb connect`` (``state``: the
     upstream's ``notifications/tasks`` params), so both send the same frames.
+    ``before_send(state)``, awaited before each frame, lets the server push a status only
+    once every worker would answer it (``Tasks.published``).
     """
 
     def __init__(
@@ -180,8 +186,11 @@ class TaskStatusStream:
         subscription_id: types.RequestId,
         accepted: list[str],
         detailed: Callable[[Any], Mapping[str, Any]],
+        *,
+        before_send: Callable[[Any], Awaitable[None]] | None = None,
     ) -> None:
         self.session = session
+        self.before_send = before_send
         self.subscription_id = subscription_id
         self.accepted = accepted
         self.detailed = detailed
@@ -227,6 +236,8 @@ class TaskStatusStream:
                 self._wake = anyio.Event()
 
     async def _send(self, state: Any) -> bool:
+        if self.before_send is not None:
+            await self.before_send(state)  # (the server's: the state is in the shared store first)
         try:
             await self.session.send_notification(
                 cast("types.ServerNotification", task_status(self.detailed(state), self.subscription_id)),

@@ -26,9 +26,17 @@ import pytest
 from reliability_support import FIGURES
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
+sys.path += [str(Path(__file__).parent.parent / "mcp"), str(Path(__file__).parent.parent / "redis")]
 
+from eras import client_for  # tests/mcp: the SDK clients of both eras
+from mcp import types
 from served import served
+from tasks_client import Tasks as TasksExtension
+from tasks_client import listen_request
 from test_redis_tasks import FINAL, LEASE, STOPPED, TOKEN, Modern, WireError, read_mark, topology  # the CLI wire
+from test_shared_tasks import two_workers  # tests/redis: two workers in this process on one Redis
+
+from fusion_nb.mcp import mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -157,3 +165,90 @@ async def test_a_running_task_at_its_ttl_is_stopped_before_its_record_goes(tmp_p
     )
     assert cleaned_when_gone, f"the record went {ended - gone:.2f} s before the cleanup ended"
     assert states[-1] == "cancelled" or states[-1] == "completed", states[-3:]
+
+
+@pytest.mark.timeout(300)
+async def test_redis_restarted_empty_loses_no_task(tmp_path, redis):
+    """Issue 44, 4: Redis killed and started again empty under an ended, a running and an asking task.
+
+    Before, the tasks that did not change (ended, a long step, a question waiting) existed
+    only on their own worker: the other answered "there is no task" to get, cancel and
+    update. Now every worker writes its tasks back within a third of its lease, and until
+    then a worker that misses one says so in one sentence.
+    """
+    async with topology(tmp_path, redis) as (a, b, url, http):
+        on_a, on_b, balanced = Modern(http, a.url), Modern(http, b.url), Modern(http, url)
+        ended = await on_a.start("work", n=0)
+        running = await on_a.start("hold", mark=str(tmp_path / "hold.mark"))
+        asking = await on_a.start("confirm")
+        await on_b.until(ended, *FINAL)
+        await on_b.until(running, "working")
+        await on_b.until(asking, "input_required")
+        await anyio.to_thread.run_sync(redis.stop)
+        await anyio.to_thread.run_sync(redis.start)  # empty: no persistence
+        restarted = time.monotonic()
+        lost = refused = 0
+        sentences: set[str] = set()
+        expected = {ended: "completed", running: "working", asking: "input_required"}
+        for task_id, status in expected.items():
+            for client in (on_b, balanced, on_a):
+                with anyio.fail_after(30):
+                    while True:
+                        try:
+                            seen = await client.get(task_id)
+                        except WireError as error:
+                            if "no task" in error.message:
+                                lost += 1
+                                raise AssertionError(f"lost after the restart: {error.message}") from None
+                            refused += 1
+                            sentences.add(error.message)
+                            await anyio.sleep(0.1)
+                            continue
+                        assert seen["status"] == status, seen
+                        break
+        back_in = time.monotonic() - restarted
+        (key,) = (await on_b.get(asking))["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"go": True}}}
+        assert (await on_b.request("tasks/update", taskId=asking, inputResponses=answer))["resultType"] == "complete"
+        assert (await on_b.until(asking, *FINAL))["status"] == "completed"
+        await on_b.cancel(running)
+        cleaned = await read_mark(tmp_path / "hold.mark")
+    FIGURES.attack(
+        "Redis restarted empty",
+        tasks=len(expected),
+        readable_everywhere_after_s=round(back_in, 2),
+        said_in_one_sentence=refused,
+        lost=lost,
+    )
+    assert cleaned.startswith("cleaned by ")
+    for sentence in sentences:
+        assert "\n" not in sentence and "restarted" in sentence, sentence
+
+
+async def test_a_listen_streams_final_status_is_in_the_store_before_it_is_pushed(redis):
+    """Issue 44, 5: a 2026 listen stream on A hears ``completed``; at once, B's ``tasks/get`` must agree.
+
+    Before, A pushed the status from its live task while the write to Redis was still
+    coalescing: 6 of 30 reads on the other worker right after still said ``working``.
+    """
+    rounds, agreed = 30, 0
+    heard = TasksExtension()
+    async with (
+        two_workers(redis.url) as (a, b, _),
+        client_for(mcp_server(a.app), "2026-stream", extensions=[heard]) as client,
+    ):
+        for _ in range(rounds):
+            task = await a.start(None, "train", {"steps": 3})
+            async with anyio.create_task_group() as group:
+
+                async def listen(task_id: str = task.id) -> None:
+                    await client.session.send_request(listen_request([task_id]), types.SubscriptionsListenResult)
+
+                group.start_soon(listen)
+                with anyio.fail_after(10):
+                    await heard.hear(task.id, "completed")
+                other = await b.find(None, task.id)
+                agreed += other is not None and other.status == "completed"
+                group.cancel_scope.cancel()
+    FIGURES.attack("listen final, get elsewhere", rounds=rounds, consistent=agreed)
+    assert agreed == rounds
