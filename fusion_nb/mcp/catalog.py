@@ -5,6 +5,13 @@ A resource's value is presented as a tool's answer is (``fusion_nb.mcp.rich``), 
 where a resource has a better file-like form: a DataFrame as CSV (or JSON when the resource
 says ``application/json``), a figure as PNG.
 
+Every read is bounded by the app's answer bound (``answer_limits.max_bytes``) without
+materialising more than that of the value: a string is cut (a prefix, never the whole
+encoded), a list or dict is encoded only as far as the bound (one that contains itself is
+one sentence), bytes over the bound are a sentence; each cut says so and how to read more,
+as a cut table does. Before, one read of a shared 1 GiB ``str`` took the kernel from 1.1
+to 4.1 GB and sent 1 GiB, and a self-containing list was ``-32603``.
+
 A changed value is announced both ways: to handshake-era (2025-11-25) connections that
 sent ``resources/subscribe`` for its URI (``notifications/resources/updated``), and as a
 ``ResourceUpdated`` event on the bus that 2026 ``subscriptions/listen`` streams read.
@@ -173,14 +180,27 @@ async def read_value(resource: Resource, values: dict[str, str]) -> Any:
     return value
 
 
+#: how a cut resource tells its reader to see more
+READ_MORE = "to read more, have a smaller part shared (in a notebook: %fusion share a slice of it)"
+
+
 def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:
     """``resources/read`` contents for a value: a table as CSV/JSON, a figure as PNG, else as a tool answer."""
+    room = limits.max_bytes - 1024  # (the answer's own JSON around the text)
     if isinstance(value, str):
-        return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
-    if isinstance(value, (bytes, bytearray)):
+        return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": cut_text(value, room // 2, "value")}]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        size = value.nbytes if isinstance(value, memoryview) else len(value)
+        if size * 4 // 3 > room:
+            said = (
+                f"(binary data of {size} bytes: over the {limits.max_bytes}-byte answer bound, not sent; {READ_MORE}.)"
+            )
+            return [{"uri": uri, "mimeType": "text/plain", "text": said}]
         blob = bytes(value)
         kind = mime_type or image_type(blob) or "application/octet-stream"
         return [{"uri": uri, "mimeType": kind, "blob": base64.b64encode(blob).decode("ascii")}]
+    if isinstance(value, (list, tuple, dict)):
+        return json_contents(uri, value, room // 2)
     pandas = sys.modules.get("pandas")
     if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
         return table_contents(uri, value, mime_type, limits)
@@ -203,6 +223,88 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
         else:
             out.append({"uri": uri, "mimeType": mime_type or "text/plain", "text": block.get("text", "")})
     return out
+
+
+def cut_text(value: str, limit: int, what: str) -> str:
+    """``value`` within ``limit`` UTF-8 bytes, or its start and a sentence saying it was cut and how to read more.
+
+    Never encodes more than ``limit`` characters of it (a 1 GiB string costs its prefix).
+    """
+    if len(value) * 4 <= limit:
+        return value
+    ascii_only = value.isascii()  # (then its length is its size in bytes: nothing to encode)
+    if ascii_only and len(value) <= limit:
+        return value
+    head = value[:limit].encode()
+    if not ascii_only and len(value) <= limit and len(head) <= limit:
+        return value
+    kept = head[: max(0, limit - 300)].decode(errors="ignore")
+    size = f"{len(value)} bytes" if ascii_only else f"{len(value)} characters"
+    shown = f"the first {len(kept)} characters are shown"
+    return f"{kept}\n… (cut: the {what} is {size}, over the {limit}-byte bound; {shown}; {READ_MORE}.)"
+
+
+class _Unsendable(Exception):
+    """A value ``shrunk`` cannot make JSON of: the sentence saying why."""
+
+
+def shrunk(value: Any, limit: int) -> tuple[Any, bool]:
+    """A copy of ``value`` whose JSON stays near ``limit`` bytes, and whether it is whole.
+
+    Walks only as far as the bound (a string is cut to what is left, items past it are
+    left out), so a huge value costs the bound, not its size. Raises ``_Unsendable``
+    for a value that contains itself or is nested deeper than 100 levels.
+    """
+    left = limit
+    whole = True
+    path: set[int] = set()
+
+    def walk(item: Any, depth: int) -> Any:
+        nonlocal left, whole
+        if isinstance(item, str) or not isinstance(item, (dict, list, tuple, int, float, bool, type(None))):
+            text = item if isinstance(item, str) else str(item)
+            if len(text) + 2 > left:
+                text, whole = text[: max(0, left - 2)], False
+            left -= len(text) + 2
+            return text
+        if not isinstance(item, (dict, list, tuple)):
+            left -= 8
+            return item
+        if id(item) in path:
+            raise _Unsendable(f"this {type(value).__name__} contains itself, so it cannot be sent as JSON")
+        if depth > 100:
+            raise _Unsendable(f"this {type(value).__name__} is nested over 100 levels deep, too deep to send")
+        path.add(id(item))
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        out: list[tuple[Any, Any]] = []
+        for key, inner in pairs:
+            if left <= 0:
+                whole = False
+                break
+            left -= len(str(key)) + 4 if isinstance(item, dict) else 2
+            out.append((str(key) if isinstance(item, dict) else key, walk(inner, depth + 1)))
+        path.discard(id(item))
+        return dict(out) if isinstance(item, dict) else [inner for _, inner in out]
+
+    return walk(value, 0), whole
+
+
+def json_contents(uri: str, value: Any, limit: int) -> list[dict[str, Any]]:
+    """A list or dict as JSON within about ``limit`` bytes; a cut one says so beside it (as a cut table does)."""
+    kind = type(value).__name__
+    try:
+        part, whole = shrunk(value, limit)
+    except _Unsendable as why:
+        said = str(why)
+        return [{"uri": uri, "mimeType": "text/plain", "text": f"({said[:1].upper()}{said[1:]}; share a part of it.)"}]
+    text = json.dumps(part, default=str, ensure_ascii=False)
+    if whole:
+        return [{"uri": uri, "mimeType": "application/json", "text": text}]
+    note = f"cut: this {kind} is over the {limit}-byte bound; what fits is shown above; {READ_MORE}"
+    return [
+        {"uri": uri, "mimeType": "application/json", "text": text},
+        {"uri": uri, "mimeType": "text/plain", "text": note},
+    ]
 
 
 def table_contents(uri: str, frame: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:

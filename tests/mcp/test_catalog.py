@@ -142,3 +142,31 @@ async def test_a_resource_read_is_bounded_and_says_what_it_cut(era):
         image = Image.open(io.BytesIO(base64.b64decode(photo.contents[0].blob)))
         assert max(image.size) <= 1568 and abs(image.size[0] / image.size[1] - 1.5) < 0.01 and wire_size(photo) < MIB
     await app.aclose()
+
+
+def test_every_resource_read_is_bounded_and_a_self_containing_value_is_one_sentence():
+    """Issue 44, 3 and 8: strings, lists, dicts and bytes over the bound are cut (saying so), never sent whole."""
+    from fusion_nb.mcp.catalog import contents
+    from fusion_nb.mcp.rich import Limits
+
+    limits = Limits(max_bytes=64 * 1024)
+    wide = "é" * 200_000  # (not ASCII: its size in bytes is not its length)
+    (text,) = contents("v://s", wide, None, limits)
+    assert len(text["text"].encode()) < 64 * 1024 and "cut: the value is 200000 characters" in text["text"]
+    numbers, note = contents("v://l", list(range(1_000_000)), None, limits)
+    assert json.loads(numbers["text"])[:3] == [0, 1, 2] and len(numbers["text"]) < 64 * 1024
+    assert note["mimeType"] == "text/plain" and note["text"].startswith("cut: this list is over")
+    loop: dict = {"a": 1}
+    loop["self"] = loop
+    assert contents("v://d", loop, None, limits) == [
+        {
+            "uri": "v://d",
+            "mimeType": "text/plain",
+            "text": "(This dict contains itself, so it cannot be sent as JSON; share a part of it.)",
+        }
+    ]
+    (blob,) = contents("v://b", bytes(100_000), None, limits)
+    assert blob["text"].startswith("(binary data of 100000 bytes: over the 65536-byte answer bound, not sent;")
+    assert contents("v://t", (1, "two", None), None, limits) == [
+        {"uri": "v://t", "mimeType": "application/json", "text": '[1, "two", null]'}
+    ]
