@@ -133,6 +133,14 @@ def add_parser(commands: Any) -> None:
         help="what one client address keeps once --max-connections are open: more from it get 503 (default: half)",
     )
     parser.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a question to the client (a 2025 elicitation) waits for its answer, on stdio and HTTP; "
+        "then the call fails in one sentence (default 600)",
+    )
+    parser.add_argument(
         "--job-tools",
         action="store_true",
         help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
@@ -180,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--header-timeout must be a positive number of seconds")
     if args.max_connections is not None and args.max_connections < 1:
         raise CliError("--max-connections must be 1 or more")
+    if not 0 < args.answer_timeout < float("inf"):
+        raise CliError("--answer-timeout must be a positive number of seconds")
     if args.connections_per_address is not None and args.connections_per_address < 1:
         raise CliError("--connections-per-address must be 1 or more")
     _task_options(args)
@@ -218,7 +228,7 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # a handler's print reaches stderr now, not the wire at exit
     key = resolve_state_key(args.state_key_file, create=False)
     async with _shared_tasks(args, loaded.app):
-        await serve_stdio(loaded.app, request_state_keys=[key] if key else None)
+        await serve_stdio(loaded.app, request_state_keys=[key] if key else None, answer_timeout=args.answer_timeout)
     return 0
 
 
@@ -272,6 +282,7 @@ def _http_options(args: argparse.Namespace, token: str | None, key: str | None) 
             allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
             request_state_keys=[key] if key else None,
             worker_name=args.worker_name,
+            answer_timeout=args.answer_timeout,
         )
     except ValueError as refused:
         message = str(refused)
@@ -510,7 +521,7 @@ def _stop_with_parent() -> None:
 def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
     argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
-    argv += ["--header-timeout", str(args.header_timeout)]
+    argv += ["--header-timeout", str(args.header_timeout), "--answer-timeout", str(args.answer_timeout)]
     if args.max_connections is not None:
         argv += ["--max-connections", str(args.max_connections)]
     if args.connections_per_address is not None:

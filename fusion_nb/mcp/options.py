@@ -27,6 +27,9 @@ _O = TypeVar("_O")
 _S = TypeVar("_S")
 _R = TypeVar("_R")
 
+#: seconds a question to the client (a 2025 elicitation) waits by default, on every transport
+ANSWER_TIMEOUT = 600.0
+
 _WORKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
@@ -95,19 +98,23 @@ class ServerOptions:
 
     ``progress_interval`` is the minimum gap, in seconds, between two progress
     notifications of one call; ``telemetry=True`` keeps the SDK's OpenTelemetry
-    middleware (off by default: it records spans on every call).
+    middleware (off by default: it records spans on every call). A 2025 question to
+    the client (an elicitation) waits at most ``answer_timeout`` seconds, on stdio
+    as over HTTP (``None``: for ever); then the call fails in one sentence.
     """
 
     progress_interval: float = 0.05
     telemetry: bool = False
     request_state_keys: Sequence[bytes | str] | None = None
     request_state_ttl: float = 600.0
+    answer_timeout: float | None = ANSWER_TIMEOUT
 
     def __post_init__(self) -> None:
         interval = self.progress_interval
         if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval >= 0:
             raise ValueError(f"progress_interval must be a number of seconds (0 or more), got {interval!r}")
         _positive("request_state_ttl", self.request_state_ttl, "seconds")
+        _positive("answer_timeout", self.answer_timeout, "seconds", optional=True)
         keys = self.request_state_keys
         if keys is not None:
             if isinstance(keys, str | bytes):
@@ -138,8 +145,7 @@ class HttpOptions(ServerOptions):
     ``max_sessions`` 2025-era sessions are open at once (503 beyond); one with
     nothing in flight for ``session_idle_timeout`` seconds ends (``None``: no
     limit). One credential holds at most ``max_sessions_per_owner`` of them and
-    ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams. A 2025 question
-    to the client (an elicitation) waits at most ``answer_timeout`` seconds.
+    ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams.
     ``worker_name`` (letters, digits, ``-``, ``_``) begins every 2025 session id as
     ``NAME.``, so a load balancer can send a session's requests to its worker.
     """
@@ -159,7 +165,6 @@ class HttpOptions(ServerOptions):
     session_idle_timeout: float | None = 30 * 60
     max_sessions_per_owner: int | None = 1_000
     max_listens_per_owner: int | None = 100
-    answer_timeout: float | None = 600.0
     worker_name: str | None = None
 
     def __post_init__(self) -> None:
@@ -189,7 +194,6 @@ class HttpOptions(ServerOptions):
         _positive("session_idle_timeout", self.session_idle_timeout, "seconds", optional=True)
         _positive_count("max_sessions_per_owner", self.max_sessions_per_owner, "sessions")
         _positive_count("max_listens_per_owner", self.max_listens_per_owner, "streams")
-        _positive("answer_timeout", self.answer_timeout, "seconds", optional=True)
         if self.worker_name is not None and not (
             isinstance(self.worker_name, str) and _WORKER_NAME.fullmatch(self.worker_name)
         ):

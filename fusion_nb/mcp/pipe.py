@@ -80,6 +80,7 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from ..engine import Event, Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
+from .options import ANSWER_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -605,10 +606,13 @@ class PipeConnection:
         lifespan_state: Any = None,
         max_line_bytes: int = MAX_LINE_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
+        answer_timeout: float | None = ANSWER_TIMEOUT,
     ) -> None:
         self.server = server
         self.lifespan_state = lifespan_state
         self.max_in_flight = max_in_flight
+        #: how long a question to the client waits (``None``: for ever); before, a stdio one waited for ever
+        self.answer_timeout = answer_timeout
         self.reader = LineReader(read_fd, max_line_bytes)
         self.writer = PipeWriter(write_fd, self._client_gone)
         self.modern: bool | None = None  # fixed by the first request
@@ -641,7 +645,7 @@ class PipeConnection:
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> dict[str, Any]:
-        """Ask the client and wait for its answer (``opts["timeout"]`` bounds the wait)."""
+        """Ask the client and wait for its answer (``opts["timeout"]``, else ``answer_timeout``, bounds the wait)."""
         if self._ended or self.modern:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         self._next_id += 1
@@ -650,14 +654,14 @@ class PipeConnection:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = dict(params)
-        timeout = (opts or {}).get("timeout")
+        timeout = (opts or {}).get("timeout", self.answer_timeout)
         try:
             await self.writer.write(_encode(message))
             with anyio.fail_after(timeout):
                 await arrived.wait()
         except TimeoutError:
             await self._tell_cancelled(request_id, f"timed out after {timeout}s")
-            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out after {timeout:g} s") from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._tell_cancelled(request_id, "the server call was cancelled")
@@ -1106,6 +1110,7 @@ async def serve_pipe(
     max_line_bytes: int = MAX_LINE_BYTES,
     max_in_flight: int = MAX_IN_FLIGHT,
     stop: anyio.Event | None = None,
+    answer_timeout: float | None = ANSWER_TIMEOUT,
 ) -> bool:
     """Serve ``server`` to one client on ``read_fd``/``write_fd`` (pipes or files), in its lifespan.
 
@@ -1116,7 +1121,13 @@ async def serve_pipe(
     """
     async with server.lifespan(server) as state:
         connection = PipeConnection(
-            server, read_fd, write_fd, lifespan_state=state, max_line_bytes=max_line_bytes, max_in_flight=max_in_flight
+            server,
+            read_fd,
+            write_fd,
+            lifespan_state=state,
+            max_line_bytes=max_line_bytes,
+            max_in_flight=max_in_flight,
+            answer_timeout=answer_timeout,
         )
         await connection.run(stop)
     return connection.client_gone

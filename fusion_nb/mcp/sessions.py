@@ -40,6 +40,7 @@ from mcp_types import (
 )
 
 from .limits import OwnerQuota, RateLimitedLog
+from .options import ANSWER_TIMEOUT
 from .resume import EventLog, EventLogs
 from .wire import dump
 
@@ -48,12 +49,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fusion_nb.http")
 
-ANSWER_TIMEOUT = 600.0
-"""How long a 2025 session's server-to-client request (an elicitation) waits for the client's answer.
-
-Without a deadline an abandoned question never ends: its call holds its slots (a
-mutation's serializer: every other client's calls of that tool queue behind it) and
-its session is never idle. Ten minutes leave a person time to answer a form."""
+# ANSWER_TIMEOUT (``options``): how long a 2025 server-to-client request (an elicitation) waits for
+# the client's answer. Without a deadline an abandoned question never ends: its call holds its
+# slots (a mutation's serializer: every other client's calls of that tool queue behind it) and its
+# session is never idle. Ten minutes leave a person time to answer a form.
 STANDALONE_BUFFER = 64
 """Server-initiated messages a ``GET`` stream queues (and its log keeps for a resume); beyond, they are dropped."""
 _ASK_CANCEL_WRITE_TIMEOUT = 1.0
@@ -199,13 +198,12 @@ class Session:
             with anyio.fail_after(timeout if timeout is not None else math.inf):
                 await answer.arrived.wait()
         except TimeoutError:
-            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+            # told too: a client still asking its user (or a bridge asking its host) stops
+            await _tell_cancelled(emit, request_id, f"no answer within {timeout:g} s")
+            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out after {timeout:g} s") from None
         except anyio.get_cancelled_exc_class():
             # The call no longer waits: tell the client to stop asking its user (best effort).
-            with anyio.move_on_after(_ASK_CANCEL_WRITE_TIMEOUT, shield=True):
-                cancelled = {"requestId": request_id, "reason": "the server call was cancelled"}
-                notification = JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=cancelled)
-                await emit(dump(notification))
+            await _tell_cancelled(emit, request_id, "the server call was cancelled")
             raise
         finally:
             self._answers.pop(request_id, None)
@@ -377,3 +375,10 @@ class Sessions:
                 if session.busy == 0 and session.idle_since <= horizon:
                     self._swept_log.log(logging.INFO, "an MCP session ended after %g s idle", idle_timeout)
                     await self.end(session)
+
+
+async def _tell_cancelled(emit: Any, request_id: str, reason: str) -> None:
+    """``notifications/cancelled`` for a question nobody waits for any more (best effort, bounded)."""
+    with anyio.move_on_after(_ASK_CANCEL_WRITE_TIMEOUT, shield=True):
+        cancelled = {"requestId": request_id, "reason": reason}
+        await emit(dump(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=cancelled)))

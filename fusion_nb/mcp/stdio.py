@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..engine import App
-from .options import ServerOptions, with_options
+from .options import ANSWER_TIMEOUT, ServerOptions, with_options
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -123,12 +123,13 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     """
     from .server import server_for
 
-    await serve_server_stdio(server_for(app, options))
+    await serve_server_stdio(server_for(app, options), answer_timeout=options.answer_timeout)
 
 
-async def serve_server_stdio(server: Server[Any]) -> None:
+async def serve_server_stdio(server: Server[Any], *, answer_timeout: float | None = ANSWER_TIMEOUT) -> None:
     """``serve_stdio`` for an SDK ``Server`` built elsewhere (``fusion-nb connect``'s bridge): the same pipe,
-    the same ways of ending (stdin closed, stdout gone, SIGTERM or SIGHUP), the same lines on stderr."""
+    the same ways of ending (stdin closed, stdout gone, SIGTERM or SIGHUP), the same lines on stderr;
+    a question to the client waits at most ``answer_timeout`` seconds."""
     from .pipe import serve_pipe
 
     stop = anyio.Event()
@@ -136,7 +137,7 @@ async def serve_server_stdio(server: Server[Any]) -> None:
         async with anyio.create_task_group() as group:
             if _receives_signals():
                 await group.start(_stop_on_signal, stop)
-            gone = await serve_pipe(server, read_fd, write_fd, stop=stop)
+            gone = await serve_pipe(server, read_fd, write_fd, stop=stop, answer_timeout=answer_timeout)
             group.cancel_scope.cancel()
     if gone:
         log.info("fusion-nb: the MCP client stopped reading; stdio server stopped")

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.streams.text
 import httpx
 import pytest
 from reliability_served import thread_served
@@ -104,5 +105,59 @@ async def test_an_abandoned_or_orphaned_elicitation_releases_the_mutation():
         after_post_gone_waited_s=round(orphaned_wait, 2),
     )
     assert "timed out" in ending[-1], ending[-1]
+    # and the client is told to stop asking (a bridge asking its own host ends that question too)
+    assert any('"notifications/cancelled"' in line and question["id"] in line for line in ending), ending
     assert abandoned_wait >= deadline * 0.5, "B's call did not queue behind A's: the mutation is not serialized"
     assert orphaned_wait < 30
+
+
+async def test_an_unanswered_stdio_question_ends_at_its_deadline():
+    """Issue 44, 6: a 2025 client on stdio that never answers a question; the call must end at ``--answer-timeout``.
+
+    Before, a stdio question had no deadline: the call (and a mutation's every later call)
+    waited for ever. Now it fails in one sentence at the deadline and the client is told
+    to stop asking (``notifications/cancelled``).
+    """
+    import os
+    import sys
+    from pathlib import Path
+
+    data = Path(__file__).parent.parent / "cli" / "data"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(data), str(Path(__file__).parent.parent.parent)])}
+    command = [sys.executable, "-m", "fusion_nb", "serve", "task_app", "--transport", "stdio", "--answer-timeout", "1"]
+    async with await anyio.open_process(command, env=env) as process:
+        assert process.stdin is not None and process.stdout is not None
+        lines = anyio.streams.text.TextReceiveStream(process.stdout)
+        buffer = ""
+
+        async def message() -> dict[str, Any]:
+            nonlocal buffer
+            while "\n" not in buffer:
+                buffer += await lines.receive()
+            line, buffer = buffer.split("\n", 1)
+            return json.loads(line)
+
+        async def send(body: dict[str, Any]) -> None:
+            await process.stdin.send((json.dumps(body) + "\n").encode())
+
+        with anyio.fail_after(60):
+            await send(INIT)
+            while (await message()).get("id") != 1:
+                pass
+            await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await send(
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "confirm", "arguments": {}}}
+            )
+            while (await message()).get("method") != "elicitation/create":
+                pass
+            asked = time.monotonic()
+            seen = []
+            while "result" not in (answer := await message()) or answer.get("id") != 2:
+                seen.append(answer.get("method"))
+            ended_after = time.monotonic() - asked
+            await process.stdin.aclose()
+            await process.wait()
+    text = answer["result"]["content"][0]["text"]
+    FIGURES.attack("stdio question unanswered", deadline_s=1, ended_after_s=round(ended_after, 2), told=len(seen))
+    assert answer["result"]["isError"] and "timed out after 1 s" in text, text
+    assert "notifications/cancelled" in seen
