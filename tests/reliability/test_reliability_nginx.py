@@ -78,3 +78,43 @@ async def test_a_worker_killed_mid_call_runs_no_call_twice(tmp_path):
     assert 0 < len(on_a) < CALLS, "the calls were not spread over both workers"
     assert twice == [], f"calls entered both workers: {twice}"
     assert sorted(answered) == sorted(on_a), "each call on the killed worker gets an answer (an error)"
+
+
+@pytest.mark.timeout(300)
+async def test_a_2025_session_whose_worker_is_down_gets_404_not_502(tmp_path):
+    """Issue 44, 9: behind the shipped nginx, the worker holding a 2025 session is killed.
+
+    Before, every later request of that session got 502 (6,960 in one run), which a 2025
+    client does not take as "open a new session"; 404 is what the spec gives a lost
+    session. A 2026 request (no session) still gets a worker.
+    """
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    env = {"FUSION_NB_TOKEN": TOKEN}
+    async with (
+        behind_nginx(tmp_path, "--state-key-file", str(tmp_path / "state.key"), env=env) as (a, b, url),
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        opened = await http.post(url, json=init, headers=headers)
+        session_id = opened.headers["mcp-session-id"]
+        session = {**headers, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+        assert (await http.post(url, json=ping, headers=session)).status_code == 200
+        holder = a if session_id.startswith("w1.") else b
+        holder.process.kill()
+        await holder.process.wait()
+        statuses = collections.Counter()
+        for _ in range(20):
+            answered = await http.post(url, json=ping, headers=session)
+            statuses[answered.status_code] += 1
+        again = await http.post(url, json=init, headers=headers)  # what a 2025 client does on 404
+    FIGURES.attack("2025 session, worker down", requests=20, **{f"http_{code}": n for code, n in statuses.items()})
+    assert statuses == {404: 20}, statuses
+    assert again.status_code == 200 and again.headers["mcp-session-id"] != session_id
