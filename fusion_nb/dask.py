@@ -39,6 +39,14 @@ What it does, and why:
   tool body (Dask carries it back), so the engine answers ``INTERNAL_ERROR`` with the
   exception's class and an error id and logs the worker's traceback under that id; the
   client never sees the exception's text or traceback.
+- **At most once.** When the Dask worker running the function dies (killed, out of memory),
+  Dask would run it again on another worker and the tool would answer ok: the function
+  ran twice (entered on two pids). Now the first run claims its key on the scheduler
+  before the function starts; a rescheduled run finds the claim, does not call the
+  function, and the call fails with ``DASK_UNAVAILABLE`` in one sentence naming the lost
+  worker. A tool whose work is safe to repeat opts into Dask's reruns with
+  ``run(..., rerun=True)``. (Two scheduler round trips on the worker per call, and one to
+  forget the claim.)
 - **The cluster going away.** If the scheduler goes away while a call runs on it, the
   call fails at once with ``DASK_UNAVAILABLE``: "the Dask cluster went away while it
   ran this call". It does not hang (the client cancels its futures when it loses the
@@ -83,7 +91,7 @@ import anyio
 
 from fusion_nb.engine import Context, ProgressEvent, ToolError, current_backend, progress
 
-__all__ = ["DASK_UNAVAILABLE", "DaskTask", "DaskWork", "Stopped", "run"]
+__all__ = ["DASK_UNAVAILABLE", "DaskTask", "DaskWork", "Stopped", "WorkerLost", "run"]
 
 log = logging.getLogger("fusion_nb")
 
@@ -100,6 +108,41 @@ _REMEMBERED_STOPS = 1024
 
 class Stopped(Exception):
     """Raised on the worker by ``task.raise_if_stopped()`` once the call was aborted."""
+
+
+class WorkerLost(Exception):
+    """Raised on the worker instead of running the function again: the worker that ran it first died."""
+
+    def __init__(self, worker: str) -> None:
+        super().__init__(worker)
+        self.worker = worker
+
+
+#: the scheduler metadata under which each at-most-once task's first worker is recorded
+_CLAIMS = "fusion-nb-started"
+
+
+def _claim(key: str) -> None:
+    """On the worker, before the function: record this worker as the one running ``key``, once.
+
+    A claim already there means a worker ran it before and died (Dask rescheduled it):
+    raise ``WorkerLost`` naming that worker instead of running the function twice.
+    """
+    from distributed.utils import sync
+
+    worker = distributed.get_worker()
+    path = [_CLAIMS, key]
+    first = sync(worker.loop, worker.scheduler.get_metadata, keys=path, default=None)
+    if first is not None:
+        raise WorkerLost(str(first))
+    sync(worker.loop, worker.scheduler.set_metadata, keys=path, value=worker.address)
+
+
+def _forget_claim(key: str, dask_scheduler: Any = None) -> None:
+    """On the scheduler (``Client.run_on_scheduler``), once the call has ended: drop ``key``'s claim."""
+    claims = dask_scheduler.task_metadata.get(_CLAIMS) if dask_scheduler is not None else None
+    if isinstance(claims, dict):
+        claims.pop(key, None)
 
 
 # -- on the worker ------------------------------------------------------------------------
@@ -215,10 +258,17 @@ class DaskTask:
         _stops.pop(self.key, None)
 
 
-def _run_task(fn: Callable[..., Any], task: DaskTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The Dask task: ``fn(task, *args, **kwargs)``, its last progress flushed, its stop flag forgotten."""
+def _run_task(
+    fn: Callable[..., Any], task: DaskTask, args: tuple[Any, ...], kwargs: dict[str, Any], once: bool = False
+) -> Any:
+    """The Dask task: ``fn(task, *args, **kwargs)``, its last progress flushed, its stop flag forgotten.
+
+    ``once``: claim the key first, so a run Dask reschedules after a worker died never starts.
+    """
     task._begin()
     try:
+        if once and task._worker is not None:
+            _claim(task.key)
         return fn(task, *args, **kwargs)
     finally:
         task._end()
@@ -255,14 +305,17 @@ def _unavailable(tool: str, what: str, recovery: str) -> ToolError:
     return ToolError(DASK_UNAVAILABLE, f'Tool "{tool}" cannot run its work on Dask: {what}.', recovery=recovery)
 
 
-def run(ctx: Context, fn: Callable[..., Any], /, *args: Any, client: Any = None, **kwargs: Any) -> DaskWork:
+def run(
+    ctx: Context, fn: Callable[..., Any], /, *args: Any, client: Any = None, rerun: bool = False, **kwargs: Any
+) -> DaskWork:
     """Run ``fn(task, *args, **kwargs)`` on a Dask cluster for the call ``ctx``; returns its ``DaskWork``.
 
     ``client`` is a ``distributed.Client`` (default: the current default client). The work
     starts when the tool first iterates the ``DaskWork`` (its progress) or awaits it (its
-    result); see the module docstring for aborts, errors and limits.
+    result); see the module docstring for aborts, errors and limits. It runs at most once:
+    ``rerun=True`` lets Dask run it again when its worker dies (for work safe to repeat).
     """
-    return DaskWork(ctx, fn, args, kwargs, client)
+    return DaskWork(ctx, fn, args, kwargs, client, rerun=rerun)
 
 
 class DaskWork:
@@ -278,9 +331,17 @@ class DaskWork:
     """
 
     def __init__(
-        self, ctx: Context, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any
+        self,
+        ctx: Context,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        client: Any,
+        *,
+        rerun: bool = False,
     ) -> None:
         self._ctx = ctx
+        self._once = not rerun
         self._fn = fn
         self._args = args
         self._kwargs = kwargs
@@ -374,8 +435,9 @@ class DaskWork:
         """On the client's loop: submit, wait, and on cancellation cancel the future and stop the task."""
         client = self._client
         try:
+            task = DaskTask(self.key, topic)
             future = client.submit(
-                _run_task, self._fn, DaskTask(self.key, topic), self._args, self._kwargs, key=self.key, pure=False
+                _run_task, self._fn, task, self._args, self._kwargs, self._once, key=self.key, pure=False
             )
             try:
                 self._outcome = (True, await future)
@@ -384,6 +446,10 @@ class DaskWork:
                 raise
             finally:
                 future.release()  # the key leaves the cluster now, not when the last reference goes
+                if self._once:
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(STOP_TIMEOUT):
+                            await client.run_on_scheduler(_forget_claim, self.key)
         except asyncio.CancelledError:
             self._outcome = (False, None)
         except Exception as exc:
@@ -499,6 +565,13 @@ class DaskWork:
                 if gone
                 else "its Dask task was cancelled on the cluster before it finished",
                 "Check the cluster (is its scheduler running?) and call the tool again.",
+            ) from None
+        if isinstance(value, WorkerLost):
+            raise ToolError(
+                DASK_UNAVAILABLE,
+                f'Tool "{self._ctx.tool.name}" lost its Dask work: the worker {value.worker} running it died, and '
+                "the function is not run a second time (it may have done part of its work).",
+                recovery="Call the tool again if its work is safe to repeat (or let the tool pass rerun=True).",
             ) from None
         if isinstance(value, Exception) and not isinstance(value, ToolError):
             value.add_note(f"(raised by Dask task {self.key} of call {self._ctx.call_id}, on a worker)")

@@ -77,3 +77,14 @@ def sleeps(task: DaskTask, seconds: float) -> str:
     task.report(1, message="sleeping")
     time.sleep(seconds)
     return "woke up"
+
+
+def entered_then_wait(task: DaskTask, marks: str, go: str) -> int:
+    """Appends this process's pid to ``marks`` (one line per entry), then waits for ``go``; returns the pid."""
+    import os
+
+    with open(marks, "a") as file:
+        file.write(f"{os.getpid()}\n")
+    if not Event(go).wait(timeout=PATIENCE):
+        raise TimeoutError("the test never said go")
+    return os.getpid()
