@@ -145,6 +145,14 @@ def add_parser(commands: Any) -> None:
         metavar="'NAME: VALUE'",
         help="extra HTTP header for every request, e.g. 'Authorization: Bearer TOKEN'; repeatable",
     )
+    parser.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a question relayed to the host waits for its answer; then the call fails in one sentence "
+        "(default 600; a 2025-11-25 upstream's own answer_timeout also ends it)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -158,12 +166,14 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not name.strip():
             raise CliError(f"--header takes 'NAME: VALUE', got {header!r}")
         headers[name.strip()] = value.strip()
+    if not 0 < args.answer_timeout < float("inf"):
+        raise CliError("--answer-timeout must be a positive number of seconds")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     sys.stdout.flush()
     from ..mcp.stdio import log_connection_events
 
     log_connection_events()  # the host's side says how it ended (SIGTERM, the host stopped reading), as serve's does
-    return asyncio.run(bridge(args.url, token, headers=headers))
+    return asyncio.run(bridge(args.url, token, headers=headers, answer_timeout=args.answer_timeout))
 
 
 async def bridge(
@@ -173,8 +183,14 @@ async def bridge(
     headers: dict[str, str] | None = None,
     upstream_mode: str = "auto",
     streams: Any = None,
+    answer_timeout: float | None = 600.0,
 ) -> int:
-    """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``."""
+    """Serve stdio (or the given ``(read, write)`` streams) by forwarding to ``url``.
+
+    ``answer_timeout`` bounds each question relayed to the host on stdio: with a 2026-07-28
+    upstream the question comes back in an input-required result, and nothing upstream
+    would ever end it (before, an unanswered one held its call for ever).
+    """
     from .. import __version__
     from ..mcp.http import connect
 
@@ -247,7 +263,7 @@ async def bridge(
             else:  # the host's side is fusion-nb serve's own stdio: bad lines, bounds, ids in use, signals
                 from ..mcp.stdio import serve_server_stdio
 
-                await serve_server_stdio(server)
+                await serve_server_stdio(server, answer_timeout=answer_timeout)
             relay.stop()
     except* Exception as failed:
         from ..mcp.http import bearer_headers

@@ -161,3 +161,59 @@ async def test_an_unanswered_stdio_question_ends_at_its_deadline():
     FIGURES.attack("stdio question unanswered", deadline_s=1, ended_after_s=round(ended_after, 2), told=len(seen))
     assert answer["result"]["isError"] and "timed out after 1 s" in text, text
     assert "notifications/cancelled" in seen
+
+
+async def test_an_unanswered_question_through_fusion_nb_connect_ends_at_its_deadline():
+    """Issue 44, 6: a 2025 host behind ``fusion-nb connect`` never answers the question the upstream asks.
+
+    The bridge reaches the upstream on 2026-07-28, where the question comes back in an
+    input-required result and nothing upstream ends it: before, the host's question (and
+    the call) waited for ever (20 s, no answer, in the issue). Now ``--answer-timeout``
+    (default 600 s) ends it: the host is told and the call fails in one sentence.
+    """
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
+    from served import cli_env, served
+
+    token = "reliability-bridge-token-0123456789ab"
+    async with served("task_app", "--answer-timeout", "600", env={"FUSION_NB_TOKEN": token}) as upstream:
+        command = [sys.executable, "-m", "fusion_nb", "connect", upstream.url, "--answer-timeout", "1"]
+        env = {**os.environ, **cli_env(FUSION_NB_TOKEN=token)}
+        async with await anyio.open_process(command, env=env) as process:
+            assert process.stdin is not None and process.stdout is not None
+            lines = anyio.streams.text.TextReceiveStream(process.stdout)
+            buffer = ""
+
+            async def message() -> dict[str, Any]:
+                nonlocal buffer
+                while "\n" not in buffer:
+                    buffer += await lines.receive()
+                line, buffer = buffer.split("\n", 1)
+                return json.loads(line)
+
+            async def send(body: dict[str, Any]) -> None:
+                await process.stdin.send((json.dumps(body) + "\n").encode())
+
+            with anyio.fail_after(60):
+                await send(INIT)
+                while (await message()).get("id") != 1:
+                    pass
+                await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                call = {"name": "confirm", "arguments": {}}
+                await send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+                while (await message()).get("method") != "elicitation/create":
+                    pass
+                asked = time.monotonic()
+                seen = []
+                while "result" not in (answer := await message()) or answer.get("id") != 2:
+                    seen.append(answer.get("method"))
+                ended_after = time.monotonic() - asked
+                await process.stdin.aclose()
+                await process.wait()
+    text = answer["result"]["content"][0]["text"]
+    FIGURES.attack("bridged question unanswered", deadline_s=1, ended_after_s=round(ended_after, 2), told=len(seen))
+    assert answer["result"]["isError"] and "timed out after 1 s" in text, text
+    assert "notifications/cancelled" in seen
