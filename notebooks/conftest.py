@@ -6,14 +6,44 @@ as ``FUSION_NB_ANSWERS`` (the forms still show, filled in and marked "answered b
 script"). nbval starts a notebook's kernel while its first cell is set up, so the variable
 is set around the setup of the notebooks' cells only: no other test's process or kernel
 sees it. ``scripts/notebooks.py execute`` reads the same file.
+
+The cells answered by script are stored without outputs (a newcomer must not read a
+refund nobody approved); nbval compares them with their example run, kept aside in
+``tests/notebooks_support/example-run/NAME.json`` (``scripts/notebooks.py``).
 """
 
+import json
 import os
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ANSWERS = (Path(__file__).parent / "answers.json").read_text()
+EXAMPLE_RUN = Path(__file__).resolve().parents[1] / "tests" / "notebooks_support" / "example-run"
+
+
+def pytest_collection_modifyitems(items):
+    """An nbval cell stored without outputs gets its example run's as the reference."""
+    for item in items:
+        cell = getattr(item, "cell", None)
+        aside = EXAMPLE_RUN / f"{Path(str(item.fspath)).stem}.json"
+        if cell is None or cell.outputs or not aside.exists():
+            continue
+        example = json.loads(aside.read_text()).get(cell.get("id"))
+        if example is not None:
+            cell.execution_count = example["execution_count"]
+            cell.outputs = [nbformat.from_dict(_joined(output)) for output in example["outputs"]]
+
+
+def _joined(output):
+    """An output as nbformat reads it: text stored as a list of lines is one string."""
+    output = dict(output)
+    if isinstance(output.get("text"), list):
+        output["text"] = "".join(output["text"])
+    if "data" in output:
+        output["data"] = {k: "".join(v) if isinstance(v, list) else v for k, v in output["data"].items()}
+    return output
 
 
 @pytest.hookimpl(wrapper=True)

@@ -28,6 +28,12 @@ What normalising does, and why:
 - secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one), a
   ``FUSION_NB_TOKEN`` value or a ``token=`` query value found in an output, everywhere in
   the file. nbval's sanitiser (``notebooks/sanitize.cfg``) maps live values the same way.
+
+Outputs of an unattended run never show a person a result that did not happen: a cell whose
+outputs hold a form answered by script (notebook 04's refund, "refunded 1250 cents") is
+stored without outputs, as a cell not run yet; its outputs are the example run kept in
+``tests/notebooks_support/example-run/NAME.json``, the reference nbval compares with
+(``notebooks/conftest.py`` reads them). ``check`` fails on a notebook that stores one.
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ from typing import Any
 import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+#: the outputs of the cells answered by script, by notebook (``NAME.json``: cell id -> count and outputs)
+EXAMPLE_RUN = Path(__file__).resolve().parents[1] / "tests" / "notebooks_support" / "example-run"
+#: what a form answered by script says (``Prompt.answer_by_script``): nobody approved that result
+SCRIPTED = "(answered by script)"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLACEHOLDER = "TOKEN"
@@ -160,6 +170,28 @@ def normalize(notebook: dict[str, Any]) -> dict[str, Any]:
     return normalised
 
 
+def split_example_run(notebook: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(stored, example)``: the cells answered by script, emptied (not run), and their outputs by cell id.
+
+    A newcomer opening the notebook reads a refund nobody approved as this kernel's
+    result; the test run still needs those outputs, so they move to the example run.
+    """
+    stored = copy.deepcopy(notebook)
+    example: dict[str, Any] = {}
+    for cell in stored["cells"]:
+        if cell["cell_type"] == "code" and SCRIPTED in json.dumps(cell.get("outputs", [])):
+            example[cell["id"]] = {"execution_count": cell["execution_count"], "outputs": cell["outputs"]}
+            cell["execution_count"], cell["outputs"] = None, []
+    return stored, example
+
+
+def example_run_path(path: Path) -> Path:
+    """Where the example run of the notebook ``path`` is kept (a notebook elsewhere: next to it)."""
+    if path.resolve().parent == NOTEBOOKS:
+        return EXAMPLE_RUN / f"{path.stem}.json"
+    return path.with_suffix(".example-run.json")
+
+
 def serialize(notebook: dict[str, Any]) -> str:
     """The file's text, as JupyterLab writes it (nbformat's layout), so saving there changes nothing."""
     text: str = nbformat.writes(nbformat.from_dict(notebook), version=4)  # type: ignore[no-untyped-call]
@@ -174,6 +206,8 @@ def problems(path: Path) -> list[str]:
         found.append(f"{path.name}: a token is stored in it")
     if serialize(normalize(json.loads(text))) != text:
         found.append(f"{path.name}: not normalised")
+    if SCRIPTED in text:
+        found.append(f"{path.name}: stores outputs answered by script (make notebooks keeps them aside)")
     return found
 
 
@@ -211,7 +245,14 @@ def execute(path: Path, timeout: int) -> None:
     finally:
         if this_python.has_kernel:
             asyncio.run(_shutdown(this_python))
-    path.write_text(serialize(normalize(nb)))
+    stored, example = split_example_run(normalize(nb))
+    path.write_text(serialize(normalize(stored)))
+    aside = example_run_path(path)
+    if example:
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        aside.write_text(json.dumps(example, indent=1, ensure_ascii=False) + "\n")
+    elif aside.exists():
+        aside.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:

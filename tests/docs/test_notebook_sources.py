@@ -169,3 +169,36 @@ def test_the_sanitizer_replaces_every_shown_task_id_whatever_its_first_character
     for shown in ("-zSiPKMn", "_aBcDeFg", "aBcD-e_f"):
         cell = f"<td style='text-align:left'>{shown}…</td>"
         assert re.sub(rule["regex"], rule["replace"], cell) == "<td style='text-align:left'>TASK…</td>"
+
+
+def test_outputs_answered_by_script_are_kept_aside_not_shown(tmp_path):
+    """Issue 43: notebook 04 read "refunded 1250 cents ... (answered by script)" before anything ran."""
+    tool = load_notebooks_tool()
+    answered = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"text/html": "✔ Submitted (answered by script)"},
+    }
+    value = {"output_type": "execute_result", "execution_count": 2, "metadata": {}, "data": {"text/plain": "'ok'"}}
+    plain = {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+    cells = [
+        {"cell_type": "code", "id": "a", "execution_count": 1, "metadata": {}, "source": "", "outputs": [plain]},
+        {
+            "cell_type": "code",
+            "id": "b",
+            "execution_count": 2,
+            "metadata": {},
+            "source": "",
+            "outputs": [answered, value],
+        },
+    ]
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+    stored, example = tool.split_example_run(nb)
+    assert stored["cells"][0]["outputs"] == [plain], "outputs of a real run stay"
+    assert stored["cells"][1]["outputs"] == [] and stored["cells"][1]["execution_count"] is None, "shown as not run"
+    assert example == {"b": {"execution_count": 2, "outputs": [answered, value]}}
+    path = tmp_path / "n.ipynb"
+    path.write_text(tool.serialize(tool.normalize(nb)))
+    assert any("answered by script" in problem for problem in tool.problems(path))
+    path.write_text(tool.serialize(tool.normalize(stored)))
+    assert tool.problems(path) == []
