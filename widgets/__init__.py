@@ -13,7 +13,7 @@ from fusion_nb._lazy import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .activity import ActivityPanel
-    from .call_view import CallView
+    from .call_view import CallView, call_label
     from .channel import ShownScriptedAnswers, WidgetInputChannel, make_prompt
     from .fields import FieldInput, flat_fields
     from .form import ElicitationForm
@@ -40,6 +40,7 @@ _HOMES = {
     "ToolCard": ".tool_card",
     "UrlPrompt": ".url_prompt",
     "WidgetInputChannel": ".channel",
+    "call_label": ".call_view",
     "crash_of": ".status",
     "describe_tool": ".tool_summary",
     "flat_fields": ".fields",
@@ -62,6 +63,7 @@ __all__ = [
     "ToolCard",
     "UrlPrompt",
     "WidgetInputChannel",
+    "call_label",
     "crash_of",
     "describe_tool",
     "flat_fields",

@@ -13,7 +13,13 @@ call's watch: nothing of the view stays attached to a finished call.
 
 The text/plain and text/html of the view's display are its current state, so an
 output refreshed once the call settled (``show_call`` does) reads right in a
-notebook opened without widget state (GitHub, nbviewer).
+notebook opened without widget state (GitHub, nbviewer). A live call's HTML says
+where to find it when the widget cannot come back (a page reloaded from an
+untrusted file shows the HTML): ``%fusion calls``.
+
+A call queued behind another (a mutation runs one call at a time: ``blocker``
+names the call ahead) says so under its row, with a Stop for that call and the
+question it waits on: a re-run never sits silently behind a form nobody sees.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import binascii
 import os
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
@@ -33,7 +40,7 @@ from fusion_nb.engine import Call, CallResult
 
 from .closing import close_parts, close_tree
 from .coalesce import Coalescer
-from .live_views import hide_live, show_live
+from .live_views import asking, hide_live, show_live
 from .prompt import Prompt
 from .status import (
     BAR_WIDTH,
@@ -47,6 +54,7 @@ from .status import (
     face_of,
     percent_of,
     row_html,
+    shorten,
     snapshot_html,
     status_cells,
     status_text,
@@ -58,9 +66,19 @@ from .watching import watch_until_settled
 class CallView(w.VBox):
     """``display(CallView(call))``: a progress row that follows the call to its end."""
 
-    def __init__(self, call: Call, *, interval: float = 0.1, tick: float = 1.0) -> None:
+    def __init__(
+        self,
+        call: Call,
+        *,
+        interval: float = 0.1,
+        tick: float = 1.0,
+        blocker: Callable[[Call], Call | None] | None = None,
+    ) -> None:
         super().__init__(layout=w.Layout(width=VIEW_WIDTH, max_width="100%"))
         self.call = call
+        self._blocker = blocker
+        self.ahead: Call | None = None  # the call this one queues behind, while it does
+        self._ahead_shown: tuple[str, str, Any] | None = None
         self.key = str(call.id)
         self.started = call.started_at
         self.ended: float | None = None
@@ -87,7 +105,9 @@ class CallView(w.VBox):
             [self.name_label, self.bar, self.status_line, self.stop_button],
             layout=w.Layout(width="100%", align_items="center", flex_flow="row nowrap", overflow="hidden"),
         )
-        self.children = [self.row, self.details, self.input_box]
+        self.ahead_row: w.HBox | None = None  # made when a call is ahead: its line and its Stop
+        self.ahead_box = w.VBox([])  # that row, then the question the call ahead waits on
+        self.children = [self.row, self.ahead_box, self.details, self.input_box]
         self._tick_every = tick
         self._tick: asyncio.TimerHandle | None = None
         self._shown_status = ""
@@ -98,6 +118,9 @@ class CallView(w.VBox):
             self._stop = lambda: None
         else:
             show_live(self.key, self)
+            open_question = asking(self.key)
+            if open_question is not None:  # a view made while the call waits (%fusion calls, a re-run)
+                self.host(open_question)
             self._stop = watch_until_settled(call, self._changed)
             self._schedule_tick()
 
@@ -115,6 +138,7 @@ class CallView(w.VBox):
         self.coalescer.now()  # exact final state, at once
         self._release()
         self.stop_button.layout.display = "none"
+        self.ahead, self._ahead_shown, self.ahead_box.children = None, None, []
         if self.call.result is not None:
             # the row cuts long errors; below it the whole error (a Stop needs no explaining,
             # and a cell that awaits the call shows the error itself)
@@ -157,6 +181,31 @@ class CallView(w.VBox):
             self.bar.bar_style = face.bar_style
             self.bar.style.bar_color = face.color
         self.status_line.value = row_html(status_cells(call, elapsed), status_text(call, elapsed))
+        self._show_ahead()
+
+    def _show_ahead(self) -> None:
+        """Under the row: the call this one queues behind, its Stop, and the question it waits on."""
+        ahead = self._blocker(self.call) if self._blocker is not None and not self.call.settled else None
+        self.ahead = ahead if ahead is not None and not ahead.settled else None
+        if self.ahead is None:
+            if self._ahead_shown is not None:
+                self._ahead_shown = None
+                self.ahead_box.children = []
+            return
+        question = asking(self.ahead.id)
+        line = ahead_text(self.ahead)
+        if self._ahead_shown == (self.ahead.id, line, question):
+            return
+        self._ahead_shown = (self.ahead.id, line, question)
+        if self.ahead_row is None:
+            stop = w.Button(icon="stop", layout=w.Layout(width="auto", flex="0 0 auto"))
+            stop.on_click(lambda _: self.ahead.cancel() if self.ahead is not None else None)
+            self.ahead_row = w.HBox([w.HTML(""), stop], layout=w.Layout(align_items="center"))
+        text, stop = self.ahead_row.children
+        text.value = f'<span style="color:{MUTED}">{escape(line)}</span>'
+        stop.description = f"Stop {tool_name(self.ahead)}"
+        stop.tooltip = f"Cancel {call_label(self.ahead)}: this call runs next"
+        self.ahead_box.children = [self.ahead_row, *([question] if question is not None else [])]
 
     def leave_outcome_to_the_cell(self) -> None:
         """The cell awaiting this call shows its outcome: the view does not repeat it.
@@ -204,7 +253,9 @@ class CallView(w.VBox):
         self._stop()
         self._release()
         close_tree(self.row)
-        for widget in (self.details, self.input_box):  # the input box, not the prompts in it
+        if self.ahead_row is not None:
+            close_tree(self.ahead_row)
+        for widget in (self.details, self.input_box, self.ahead_box):  # the input box, not the prompts in it
             close_parts(widget)
             widget.close()
         close_parts(self)
@@ -218,10 +269,31 @@ class CallView(w.VBox):
         bundle["text/plain"] = status_text(self.call, self.elapsed)
         # the questions asked and their answers too: a stored notebook shows its forms
         bundle["text/html"] = snapshot_html(self.call, self.elapsed) + "".join(p.snapshot_html() for p in self.prompts)
+        if not self.call.settled:  # what a page that cannot show the widget (reloaded, untrusted) reads
+            bundle["text/html"] += LIVE_HINT
         return bundle
 
     def __repr__(self) -> str:
         return f"<CallView {status_text(self.call, self.elapsed)}>"
+
+
+#: under a live call's HTML picture: what to do when the widget did not come back
+LIVE_HINT = (
+    f'<div style="color:{MUTED}">This call was live in the kernel when this was shown: if it shows as text '
+    "(a reloaded page), <code>%fusion calls</code> shows it with its form and Stop.</div>"
+)
+
+
+def call_label(call: Call) -> str:
+    """``billing.refund (inv-7)``: a call named by its tool and its arguments' values."""
+    values = ", ".join(str(value) for value in (call.arguments or {}).values())
+    return f"{tool_name(call)} ({shorten(values, 40)})" if values else tool_name(call)
+
+
+def ahead_text(ahead: Call) -> str:
+    """``waiting for billing.refund (inv-7), which waits for an answer``."""
+    doing = "which waits for an answer" if ahead.status == "waiting" else f"which is {ahead.status}"
+    return f"waiting for {call_label(ahead)}, {doing}"
 
 
 #: where fusion-nb's own frames live (the engine, the MCP layer, the host): not the person's code

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fusion_nb.engine import AbortSignal, InputChannel, InputQuestion, InputRequest, InputResponse, ScriptedAnswers
 
 from .frontend import has_widget_frontend
-from .live_views import views_for
+from .live_views import ask_in, views_for
 
 if TYPE_CHECKING:
     from .prompt import Prompt
@@ -67,11 +67,14 @@ class WidgetInputChannel(InputChannel):
         prompt = make_prompt(question.request, question.problems)
         self.prompts.append(prompt)
         place(prompt, question.call_id, self.show)
+        ask_in(question.call_id, prompt)  # views made later show it too
         try:
             return await prompt.answer()
         except BaseException:  # the call was aborted while the person looked at the form
             prompt.abandon(_status_of(question.signal))
             raise
+        finally:
+            ask_in(question.call_id, None)
 
 
 def place(prompt: Prompt, call_id: str, show: Callable[[Prompt], Any]) -> None:

@@ -5,6 +5,10 @@ cell that awaits a call tells them it shows the error itself. Both ask here, and
 need no widget module: where no widget can show (a headless run) the registry is
 simply empty and ipywidgets is never imported. ``CallView`` adds itself while its call
 is live and leaves once it has settled.
+
+It also keeps the question each call is asking now: a view made later (``%fusion calls``,
+the view of a call queued behind it, a page reloaded without the form) shows the same
+form, one widget model, so an answer given in any of them is the answer.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .call_view import CallView
+    from .prompt import Prompt
 
 #: the views showing each live call, by call id, oldest first
 _views: dict[str, list[CallView]] = {}
@@ -35,3 +40,21 @@ def hide_live(call_id: str, view: CallView) -> None:
         views.remove(view)
         if not views:
             del _views[call_id]
+
+
+#: the open question of each call waiting for an answer, by call id
+_asking: dict[str, Prompt] = {}
+
+
+def asking(call_id: str) -> Prompt | None:
+    """The prompt the call ``call_id`` waits on now, or ``None``."""
+    prompt = _asking.get(str(call_id))
+    return prompt if prompt is not None and not prompt.finished else None
+
+
+def ask_in(call_id: str, prompt: Prompt | None) -> None:
+    """The call ``call_id`` now waits on ``prompt`` (``None``: it waits on nothing any more)."""
+    if prompt is None:
+        _asking.pop(str(call_id), None)
+    else:
+        _asking[str(call_id)] = prompt

@@ -46,7 +46,7 @@ class CellTool:
         for view in widgets.views_for(call.id):  # the cell shows the outcome (an error in a line, a value as Out)
             view.leave_outcome_to_the_cell()
         try:
-            result = await call.wait()
+            result = await self._host.wait_for(call)  # (or let go: a page connected while it waits on a person)
         except asyncio.CancelledError:
             await self._host.after_interrupt(call)
             raise

@@ -18,6 +18,12 @@ they started.
 Interrupting a cell cancels the cell's own calls first (their cleanup starts at
 once), and the cell ends with one line naming them instead of a traceback through
 fusion-nb, anyio and asyncio frames.
+
+A page that connects while the running cell awaits a call waiting on a person (a
+reload, a second tab: see ``pages``) may not show that call's form, and every later
+cell would queue behind the awaiting one, unseen. So the cell lets go of the call (it
+keeps running and keeps its form) and ends with one line saying where to answer or
+stop it: ``%fusion calls``, or the view of a re-run queued behind it.
 """
 
 from __future__ import annotations
@@ -34,7 +40,15 @@ from typing import Any
 
 import anyio
 
-from fusion_nb.widgets import ShownScriptedAnswers, WidgetInputChannel, has_widget_frontend, show_call, views_for
+from fusion_nb.widgets import (
+    ShownScriptedAnswers,
+    WidgetInputChannel,
+    call_label,
+    has_widget_frontend,
+    progress_line,
+    show_call,
+    views_for,
+)
 
 from ..engine import (
     App,
@@ -53,6 +67,7 @@ from .cell_compiler import python_name
 from .cell_tool import TOOL_CELL_PREFIX
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
+from .pages import on_page_connected
 from .quiet import QuietWaitBackground
 from .served_log import drop_shown_crashes
 from .shared import SharedVariables
@@ -65,6 +80,10 @@ log = logging.getLogger("fusion_nb")
 ANSWERS_ENV = "FUSION_NB_ANSWERS"
 #: how long an interrupted cell waits for its calls' cleanup before it ends anyway
 CLEANUP_WAIT = 2.0
+
+
+class LetGo(Exception):
+    """The cell stopped waiting for a call that waits on a person (a page connected): the call runs on."""
 
 
 @dataclass
@@ -131,6 +150,9 @@ class Host:
         self._undo_presenter = use_presenter(Presenter(ipython_bundle(formatter)))
         # a crash a view shows (folded, or raised by its cell) is not printed again to stderr
         self._undo_shown_crashes = drop_shown_crashes(lambda call_id: bool(views_for(call_id)))
+        #: set when a page connects while the cell awaits a call waiting on a person (see wait_for)
+        self._let_go: set[anyio.Event] = set()
+        self._undo_pages = on_page_connected(self._page_connected) if has_widget_frontend() else None
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable.
@@ -216,7 +238,66 @@ class Host:
 
     def show(self, call: Call) -> None:
         """Render the call in the current cell: a live widget, or text where there is none."""
-        show_call(call)
+        show_call(call, blocker=self.blocker) if has_widget_frontend() else show_call(call)
+
+    def blocker(self, call: Call) -> Call | None:
+        """The live call ``call`` queues behind: the oldest earlier call of the same mutation (one runs at a time)."""
+        tool = call.tool
+        if tool is None or tool.verb != "mutation" or call.settled:
+            return None
+        earlier = (c for c in self.app.active_calls if c.tool is tool and c is not call)
+        ahead = [c for c in earlier if c.started_at <= call.started_at]
+        return min(ahead, key=lambda c: c.started_at, default=None)
+
+    def _waits_on_a_person(self, call: Call) -> bool:
+        ahead = self.blocker(call)
+        return call.status == "waiting" or (ahead is not None and ahead.status == "waiting")
+
+    def _page_connected(self) -> None:
+        """A page connected: a cell awaiting a person's answer it may not show lets go (see the module doc)."""
+        if self.cell_running and any(self._waits_on_a_person(c) for c in self.cell_calls if not c.settled):
+            for let_go in self._let_go:
+                let_go.set()
+
+    async def wait_for(self, call: Call) -> CallResult:
+        """``call``'s result, as ``call.wait()``; or ``LetGo`` when a page connects while it waits on a person."""
+        if self.kernel is None:
+            return await call.wait()
+        done = anyio.Event()
+        self._let_go.add(done)
+        undo = call.watch(lambda changed: done.set() if changed.settled else None)
+        try:
+            if not call.settled:
+                await done.wait()
+        except BaseException:
+            call.cancel()  # cancelling the waiting cell aborts the call, as call.wait() does
+            raise
+        finally:
+            undo()
+            self._let_go.discard(done)
+        if call.result is not None:
+            return call.result
+        waits = f"{call_label(call)} still waits" if call.status == "waiting" else f"{call_label(call)} waits"
+        raise self.quiet(
+            LetGo(),
+            f"Let go: {waits} for an answer, and a page connected to this kernel (a reload?) may not show its form; "
+            "it keeps running: %fusion calls shows it with its form and Stop.",
+        )
+
+    def calls(self) -> Any:
+        """``%fusion calls``: every live call, with its form and Stop (usable from any cell, any page)."""
+        live = [call for call in self.app.active_calls if not call.settled]
+        if not live:
+            print("No call is running.")
+            return None
+        if not has_widget_frontend():
+            print("\n".join(progress_line(call) for call in live))
+            return None
+        import ipywidgets
+
+        from fusion_nb.widgets import CallView
+
+        return ipywidgets.VBox([CallView(call, blocker=self.blocker) for call in live])
 
     def _display_call(self, call: Call) -> None:
         """A ``Call`` as a cell's value: its view is in this cell already, else show one."""
@@ -434,6 +515,8 @@ class Host:
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        if self._undo_pages is not None:
+            self._undo_pages()
         self._undo_presenter()
         self._undo_shown_crashes()
         if self._undo_comm_status is not None:

@@ -130,9 +130,10 @@ class FusionMagics(Magics):
         "command",
         nargs="?",
         default="help",
-        choices=["list", "serve", "stop", "status", "inspect", "share", "unshare", "tasks", "help"],
+        choices=["list", "serve", "stop", "status", "calls", "inspect", "share", "unshare", "tasks", "help"],
         help="list the tools, resources and prompts; serve them over MCP (Streamable HTTP); stop serving; "
-        "show status; inspect what an agent sees; share a variable as nb://vars/NAME; unshare it; "
+        "show status; the live calls with their forms and Stop; inspect what an agent sees; "
+        "share a variable as nb://vars/NAME; unshare it; "
         "the tasks agents started (lost on a kernel restart); help",
     )
     @argument(
@@ -165,7 +166,7 @@ class FusionMagics(Magics):
     def fusion(self, line: str) -> Any:
         """This kernel's fusion-nb tools.
 
-        %fusion list | serve | stop | status | inspect [TOOL] | share NAME | unshare NAME | tasks | help
+        %fusion list | serve | stop | status | calls | inspect [TOOL] | share NAME | unshare NAME | tasks | help
         """
         args = parse_argstring(self.fusion, line)
         if args.command in ("share", "unshare"):
@@ -198,6 +199,8 @@ class FusionMagics(Magics):
         if args.command == "status":
             print(self.host.status())
             return self.host.panel
+        if args.command == "calls":
+            return self.host.calls()
         if args.command == "inspect":
             return self.host.inspect(args.tool)
         if args.command == "tasks":

@@ -517,3 +517,78 @@ def test_the_first_submit_after_a_validation_error_submits(lab):
             shot(page, f"{frontend}-form-submitted-first-click")
         finally:
             browser.close()
+
+
+RELOAD_CELLS = [CELLS[0], CELLS[3], CELLS[4]]
+
+
+def reload_page(page) -> None:
+    """Reload as a person does (F5) and wait until the notebook and its kernel are back."""
+    page.reload()
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+
+
+def answer(page, form, note: str) -> None:
+    """Approve the visible refund form, typing the note a key at a time, and click Submit."""
+    form.locator(".widget-checkbox input[type=checkbox]:visible").first.check()
+    form.locator(".widget-text input:visible").first.click()
+    page.keyboard.type(note, delay=60)
+    time.sleep(0.3)
+    form.locator("button:visible", has_text="Submit").first.click()
+
+
+def test_a_reload_during_a_form_never_strands_the_call(lab):
+    """Issue 43: a reload while a form waited left the call waiting in the kernel and every re-run at [*]."""
+    from playwright.sync_api import sync_playwright
+
+    base, path, frontend = lab
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1400})
+            for saved in (True, False):
+                name = f"reload-{'saved' if saved else 'unsaved'}.ipynb"
+                put_notebook(base, name, RELOAD_CELLS)
+                page.goto(f"{base}{path.replace('ui.ipynb', name)}?token={TOKEN}&reset")
+                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+                page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+                wait_idle(page)
+                for index in (0, 1):
+                    run_cell(page, index)
+                    wait_idle(page)
+                run_cell(page, 2)
+                outputs(page, 2).locator("button", has_text="Submit").wait_for(timeout=30_000)
+                if saved:
+                    save(page)
+                reload_page(page)
+                wait_idle(page)  # the cell let go of the call as the page loaded: nothing holds the kernel
+                form = outputs(page, 2)
+                if saved:  # the view comes back from the kernel's live models, its form answerable
+                    form.locator("button:visible", has_text="Submit").wait_for(timeout=30_000)
+                    shot(page, f"{frontend}-reload-saved-form-back")
+                    answer(page, form, "after reload")
+                    form.get_by_text("✔ done").first.wait_for(timeout=30_000)
+                    assert "Submitted" in form.inner_text()
+                else:
+                    shot(page, f"{frontend}-reload-unsaved-empty")
+                # a re-run: never stranded (an unsaved page lost the form: the re-run shows it)
+                run_cell(page, 2)
+                if not saved:
+                    form.get_by_text("waiting for billing.refund (inv-7), which waits for an answer").wait_for(
+                        timeout=30_000
+                    )
+                    assert form.locator("button:visible", has_text="Stop billing.refund").count() == 1
+                    shot(page, f"{frontend}-reload-unsaved-rerun-shows-the-call-ahead")
+                    answer(page, form, "the first one")
+                    # the call ahead is done: its line and form leave the re-run's view, which asks its own
+                    form.get_by_text("waiting for billing.refund").wait_for(state="detached", timeout=30_000)
+                form.locator("button:visible", has_text="Submit").first.wait_for(timeout=30_000)
+                answer(page, form, "the re-run")
+                page.wait_for_function(
+                    "() => document.body.innerText.includes('refunded inv-7: the re-run')", timeout=30_000
+                )
+                wait_idle(page)
+                shot(page, f"{frontend}-reload-{'saved' if saved else 'unsaved'}-rerun-done")
+        finally:
+            browser.close()
