@@ -28,8 +28,7 @@ LAB_FIRST := notebooks/01-quickstart.ipynb
 LAB_SETTINGS := jupyterlab-settings
 lab: $(LAB_STAMP)
 	@echo "fusion-nb is $(VENV)/bin/fusion-nb (or run: . $(VENV)/bin/activate)"
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/$(LAB_SETTINGS) \
-	  $(LAB_FIRST) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/$(LAB_SETTINGS) $(LAB_FIRST) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Re-run every teaching notebook top to bottom, storing their outputs (notebooks/README.md).
 notebooks: $(STAMP)
