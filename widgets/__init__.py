@@ -13,7 +13,7 @@ from fusion_nb._lazy import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .activity import ActivityPanel
-    from .call_view import CallView, call_label
+    from .call_view import CallView
     from .channel import ShownScriptedAnswers, WidgetInputChannel, make_prompt
     from .fields import FieldInput, flat_fields
     from .form import ElicitationForm
@@ -21,7 +21,7 @@ if _TYPE_CHECKING:
     from .inspector import InspectorView
     from .live_views import views_for
     from .prompt import Prompt
-    from .status import crash_of
+    from .status import call_label, crash_of
     from .text import progress_line, show_call, text_progress
     from .tool_card import ToolCard
     from .tool_summary import describe_tool
@@ -40,7 +40,7 @@ _HOMES = {
     "ToolCard": ".tool_card",
     "UrlPrompt": ".url_prompt",
     "WidgetInputChannel": ".channel",
-    "call_label": ".call_view",
+    "call_label": ".status",
     "crash_of": ".status",
     "describe_tool": ".tool_summary",
     "flat_fields": ".fields",

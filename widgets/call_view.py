@@ -48,13 +48,13 @@ from .status import (
     NAME_WIDTH,
     STATUS_WIDTH,
     VIEW_WIDTH,
+    call_label,
     crash_of,
     error_html,
     escape,
     face_of,
     percent_of,
     row_html,
-    shorten,
     snapshot_html,
     status_cells,
     status_text,
@@ -282,12 +282,6 @@ LIVE_HINT = (
     f'<div style="color:{MUTED}">This call was live in the kernel when this was shown: if it shows as text '
     "(a reloaded page), <code>%fusion calls</code> shows it with its form and Stop.</div>"
 )
-
-
-def call_label(call: Call) -> str:
-    """``billing.refund (inv-7)``: a call named by its tool and its arguments' values."""
-    values = ", ".join(str(value) for value in (call.arguments or {}).values())
-    return f"{tool_name(call)} ({shorten(values, 40)})" if values else tool_name(call)
 
 
 def ahead_text(ahead: Call) -> str:

@@ -201,6 +201,12 @@ def tool_name(call: Call) -> str:
     return call.tool.name if call.tool is not None else "?"
 
 
+def call_label(call: Call) -> str:
+    """``billing.refund (inv-7)``: a call named by its tool and its arguments' values."""
+    values = ", ".join(str(value) for value in (call.arguments or {}).values())
+    return f"{tool_name(call)} ({shorten(values, 40)})" if values else tool_name(call)
+
+
 def escape(text: object) -> str:
     """HTML-escape anything shown in a widget's HTML."""
     return html.escape(str(text), quote=True)
