@@ -60,8 +60,8 @@ $(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	touch $(INTEROP_STAMP)
 interop: $(INTEROP_STAMP)
 
-# The notebooks are tests too (nbval, outputs compared after notebooks/sanitize.cfg).
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg --nbval-cell-timeout=120
+# The notebooks are tests too (nbval, outputs compared after tests/notebooks_support/sanitize.cfg).
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks_support/sanitize.cfg --nbval-cell-timeout=120
 
 test: $(STAMP) chromium nginx redis interop
 	$(PY) -m pytest $(NBVAL)

@@ -27,13 +27,13 @@ What normalising does, and why:
   ``/path/to/.venv/bin/...``, and a quoted absolute ``.ipynb`` path ``"/path/to/NAME.ipynb"``;
 - secrets are replaced by ``TOKEN``: a bearer token (``%fusion serve`` prints one), a
   ``FUSION_NB_TOKEN`` value or a ``token=`` query value found in an output, everywhere in
-  the file. nbval's sanitiser (``notebooks/sanitize.cfg``) maps live values the same way.
+  the file. nbval's sanitiser (``tests/notebooks_support/sanitize.cfg``) maps live values the same way.
 
 Outputs of an unattended run never show a person a result that did not happen: a cell whose
 outputs hold a form answered by script (notebook 04's refund, "refunded 1250 cents") is
 stored without outputs, as a cell not run yet; its outputs are the example run kept in
 ``tests/notebooks_support/example-run/NAME.json``, the reference nbval compares with
-(``notebooks/conftest.py`` reads them). ``check`` fails on a notebook that stores one.
+(the repository's ``conftest.py`` reads them). ``check`` fails on a notebook that stores one.
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ def execute(path: Path, timeout: int) -> None:
     from nbclient import NotebookClient
 
     # nobody clicks in an unattended run: the forms get the answers a person would give
-    os.environ.setdefault("FUSION_NB_ANSWERS", (NOTEBOOKS / "answers.json").read_text())
+    os.environ.setdefault("FUSION_NB_ANSWERS", (EXAMPLE_RUN.parent / "answers.json").read_text())
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     this_python = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[]))
     client = NotebookClient(

@@ -1,8 +1,9 @@
-"""``make lab`` as a person meets it: the page their browser opens asks nothing about news.
+"""``make lab`` as a person meets it: notebook 01 open in front, and nothing asked about news.
 
-The server is started with the Makefile's own ``lab`` command line (read from ``make -n``),
-with ``--no-browser``; chromium then opens the file the server writes for a person's
-browser (``jpserver-PID-open.html``), exactly what ``webbrowser.open`` would get.
+The server is started with the Makefile's own ``lab`` command line (read from ``make -n``);
+its ``webbrowser.open`` runs ``$BROWSER``, here a script that writes down what it was given
+(the server writes two pages to open, one per file it was asked to show), and chromium then
+opens exactly that.
 """
 
 from __future__ import annotations
@@ -37,24 +38,28 @@ def lab_command() -> list[str]:
     return [sys.executable, "-m", "jupyterlab", *words[start + 2 :]]
 
 
-def test_make_lab_starts_without_the_news_popup(tmp_path):
-    """Issue 43: a fresh JupyterLab asked "get notified about Jupyter news?" (notebook 01 opening: not yet checked)."""
+def test_make_lab_opens_notebook_01_without_the_news_popup(tmp_path):
+    """Issue 43: a fresh JupyterLab asked "get notified about Jupyter news?"; notebook 01 is the page in front."""
     from playwright.sync_api import sync_playwright
 
     port = free_port()
     env = {**os.environ}
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
         env[name] = str(tmp_path / name.lower())  # a person's fresh home: no settings of their own
-    command = [*lab_command(), "--no-browser", "--allow-root", f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
+    browser_got = tmp_path / "browser-got.txt"
+    recorder = tmp_path / "browser"
+    recorder.write_text(f'#!/bin/sh\nprintf %s "$1" > {browser_got}.part && mv {browser_got}.part {browser_got}\n')
+    recorder.chmod(0o755)
+    env["BROWSER"] = f"{recorder} %s"  # what webbrowser.open runs: a person's browser, recorded
+    command = [*lab_command(), "--allow-root", f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
     log = open(tmp_path / "lab.log", "w")  # noqa: SIM115 - the server writes to it until the test ends
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        runtime = tmp_path / "jupyter_runtime_dir"
         deadline = time.monotonic() + 60
-        while not list(runtime.glob("jpserver-*-open.html")):
+        while not browser_got.exists():
             assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "lab.log").read_text()[-3000:]
             time.sleep(0.2)
-        opened = next(runtime.glob("jpserver-*-open.html"))
+        opened = browser_got.read_text().strip()
         while True:  # listening (the page would not retry a refused connection)
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
                 break
@@ -64,8 +69,18 @@ def test_make_lab_starts_without_the_news_popup(tmp_path):
             browser = launch(pw)
             try:
                 page = browser.new_page(viewport={"width": 1300, "height": 1000})
-                page.goto(opened.as_uri())
+                page.goto(opened)
                 page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+                # the notebook is the current tab, its first heading rendered (not a Launcher)
+                current = page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current")
+                try:
+                    current.filter(has_text="01-quickstart.ipynb").wait_for(timeout=60_000)
+                except Exception:
+                    page.screenshot(path=str(ARTIFACTS / "make-lab-not-notebook-01.png"))
+                    raise
+                page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownOutput h1").first.wait_for(
+                    timeout=60_000
+                )
                 settings = page.evaluate(
                     f"async () => (await (await fetch('/lab/api/settings/{NEWS}')).json()).schema.properties"
                 )

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-SANITIZE = Path(__file__).resolve().parents[2] / "notebooks" / "sanitize.cfg"
+SANITIZE = Path(__file__).resolve().parents[1] / "notebooks_support" / "sanitize.cfg"
 
 
 def run_nbval(

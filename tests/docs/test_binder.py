@@ -124,7 +124,7 @@ def test_binder_build_loads_the_extension_and_runs_notebook_01(install, tmp_path
         repo / "notebooks" / "01-quickstart.ipynb",
         kernel="binder",
         env={**os.environ, "JUPYTER_PATH": str(kernels)},
-        sanitize=repo / "notebooks" / "sanitize.cfg",
+        sanitize=repo / "tests" / "notebooks_support" / "sanitize.cfg",
     )
     nbval_seconds = time.monotonic() - started
     summary = (nbval.stdout.strip().splitlines() or ["no output"])[-1]

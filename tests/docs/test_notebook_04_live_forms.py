@@ -1,6 +1,6 @@
 """Notebook 04 as a person runs it: its calls wait on inline forms (nothing to switch on).
 
-nbval runs the notebook unattended with ``notebooks/answers.json`` (``notebooks/conftest.py``);
+nbval runs the notebook unattended with ``tests/notebooks_support/answers.json`` (the repository's ``conftest.py``);
 this test runs the notebook's own cells in a kernel without those answers and checks that
 the refund call waits on its form and that approving it there (the browser's comm messages,
 the box ticked as a person ticks it) refunds; and that a Decline ends the call with the

@@ -164,7 +164,7 @@ def test_the_sanitizer_replaces_every_shown_task_id_whatever_its_first_character
     import re
 
     config = configparser.ConfigParser()
-    config.read(Path(__file__).resolve().parents[2] / "notebooks" / "sanitize.cfg")
+    config.read(Path(__file__).resolve().parents[1] / "notebooks_support" / "sanitize.cfg")
     rule = config["task-id"]
     for shown in ("-zSiPKMn", "_aBcDeFg", "aBcD-e_f"):
         cell = f"<td style='text-align:left'>{shown}…</td>"

@@ -83,3 +83,9 @@ def test_make_notebooks_stores_outputs_with_every_views_fallback_and_reports_a_f
     (result,) = [o for o in executed["cells"][2]["outputs"] if o["output_type"] == "execute_result"]
     assert "".join(result["data"]["text/plain"]) == "'hi'"
     assert [cell["execution_count"] for cell in executed["cells"]] == [1, 2, 3]
+
+
+def test_the_teaching_folder_holds_teaching_material_only():
+    """Issue 43: JupyterLab's file browser showed conftest.py, sanitize.cfg and answers.json beside the lessons."""
+    shown = sorted(p.name for p in NOTEBOOKS.iterdir() if not p.name.startswith((".", "__")))
+    assert [n for n in shown if not n.endswith(".ipynb") and n != "README.md"] == [], shown

@@ -1,11 +1,14 @@
 """Unattended runs of the teaching notebooks answer their forms by script.
 
+The plumbing lives here and in ``tests/notebooks_support/`` so that ``notebooks/``, the
+folder JupyterLab opens, holds teaching material only.
+
 The notebooks ask with inline forms, as a person uses them. Under nbval nobody clicks, so
-the answers a person would give live in ``answers.json`` and reach each notebook's kernel
-as ``FUSION_NB_ANSWERS`` (the forms still show, filled in and marked "answered by
-script"). nbval starts a notebook's kernel while its first cell is set up, so the variable
-is set around the setup of the notebooks' cells only: no other test's process or kernel
-sees it. ``scripts/notebooks.py execute`` reads the same file.
+the answers a person would give live in ``tests/notebooks_support/answers.json`` and reach
+each notebook's kernel as ``FUSION_NB_ANSWERS`` (the forms still show, filled in and marked
+"answered by script"). nbval starts a notebook's kernel while its first cell is set up, so
+the variable is set around the setup of the notebooks' cells only: no other test's process
+or kernel sees it. ``scripts/notebooks.py execute`` reads the same file.
 
 The cells answered by script are stored without outputs (a newcomer must not read a
 refund nobody approved); nbval compares them with their example run, kept aside in
@@ -19,14 +22,22 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ANSWERS = (Path(__file__).parent / "answers.json").read_text()
-EXAMPLE_RUN = Path(__file__).resolve().parents[1] / "tests" / "notebooks_support" / "example-run"
+NOTEBOOKS = Path(__file__).resolve().parent / "notebooks"
+SUPPORT = Path(__file__).resolve().parent / "tests" / "notebooks_support"
+ANSWERS = (SUPPORT / "answers.json").read_text()
+EXAMPLE_RUN = SUPPORT / "example-run"
+
+
+def _teaching_cell(item):
+    """The nbval cell of a teaching notebook this checkout holds, else ``None``."""
+    cell = getattr(item, "cell", None)
+    return cell if cell is not None and Path(str(item.fspath)).resolve().parent == NOTEBOOKS else None
 
 
 def pytest_collection_modifyitems(items):
     """An nbval cell stored without outputs gets its example run's as the reference."""
     for item in items:
-        cell = getattr(item, "cell", None)
+        cell = _teaching_cell(item)
         aside = EXAMPLE_RUN / f"{Path(str(item.fspath)).stem}.json"
         if cell is None or cell.outputs or not aside.exists():
             continue
@@ -48,6 +59,8 @@ def _joined(output):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
+    if _teaching_cell(item) is None:
+        return (yield)
     before = os.environ.get("FUSION_NB_ANSWERS")
     os.environ["FUSION_NB_ANSWERS"] = before if before is not None else ANSWERS
     try:
