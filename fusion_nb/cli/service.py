@@ -182,7 +182,8 @@ class HttpService:
         left = len(self.app.active_calls)
         if left:
             self.log(f"cancelling {left} call(s) still running after {self.drain_timeout:g} s")
-            await self.app.aclose()  # handlers' cleanup runs, bounded by the app's grace
+            # handlers' cleanup runs, bounded by the app's grace; the client reads why
+            await self.app.aclose(f"the server is shutting down (its {self.drain_timeout:g} s drain ended)")
         await self.service.wait_idle(5.0)  # the answers (CANCELLED included) leave before the sockets close
         self.uvicorn.close_idle()
         self.uvicorn.should_exit = True

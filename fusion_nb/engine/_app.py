@@ -459,10 +459,10 @@ class App:
         """True when no call, task, slot or thread of this app remains (see ``stats``)."""
         return self.stats().idle
 
-    async def aclose(self) -> None:
-        """Abort every live call and wait (up to ``grace``) for their cleanup."""
+    async def aclose(self, because: str | None = None) -> None:
+        """Abort every live call (``because``: why, in their results); wait up to ``grace`` for cleanup."""
         for call in self.active_calls:
-            call.cancel()
+            call.cancel(because=because)
         await self.wait_background(self.grace)
 
     async def wait_background(self, timeout: float | None = None) -> bool:

@@ -246,10 +246,11 @@ class Call:
             assert result is not None  # the event is set by ``settle``
         return result
 
-    def cancel(self, reason: str = CANCELLED) -> bool:
+    def cancel(self, reason: str = CANCELLED, because: str | None = None) -> bool:
         """Abort the call: it settles now; its handler is cancelled and cleans up in the background.
 
-        ``reason`` is ``CANCELLED`` or ``TIMEOUT``. Returns False if it had settled already.
+        ``reason`` is ``CANCELLED`` or ``TIMEOUT``; ``because`` ends the result's sentence
+        ("the kernel is restarting"). Returns False if it had settled already.
         """
         if self.result is not None:
             return False
@@ -257,7 +258,7 @@ class Call:
         self.signal.abort(reason)
         timeout = self.tool.timeout if self.tool is not None else None
         status = TIMED_OUT if reason == TIMEOUT else CANCELLED_STATUS
-        self.settle(CallResult.failure(abort_error(self.tool_name, reason, timeout)), status)
+        self.settle(CallResult.failure(abort_error(self.tool_name, reason, timeout, because)), status)
         if driver is not None:
             driver.abort()
         return True

@@ -113,8 +113,8 @@ def internal_error(tool_name: str, exc: BaseException, error_id: str) -> ToolErr
     )
 
 
-def abort_error(tool_name: str, reason: str, timeout: float | None) -> ToolError:
-    """The result of an aborted call: TIMEOUT when its timer fired, CANCELLED otherwise."""
+def abort_error(tool_name: str, reason: str, timeout: float | None, because: str | None = None) -> ToolError:
+    """The result of an aborted call: TIMEOUT when its timer fired, CANCELLED otherwise (``because``: why)."""
     if reason == TIMEOUT:
         return ToolError(
             TIMEOUT,
@@ -123,7 +123,7 @@ def abort_error(tool_name: str, reason: str, timeout: float | None) -> ToolError
         )
     return ToolError(
         CANCELLED,
-        f'The call to tool "{tool_name}" was cancelled before it finished.',
+        f'The call to tool "{tool_name}" was cancelled before it finished' + (f": {because}." if because else "."),
         recovery="Call the tool again if you still need its result.",
     )
 

@@ -71,6 +71,7 @@ from .pages import on_page_connected
 from .quiet import QuietWaitBackground
 from .served_log import drop_shown_crashes
 from .shared import SharedVariables
+from .shutdown import on_kernel_shutdown
 from .terminal import TerminalInputChannel
 from .traffic import TrafficLog
 
@@ -153,6 +154,12 @@ class Host:
         #: set when a page connects while the cell awaits a call waiting on a person (see wait_for)
         self._let_go: set[anyio.Event] = set()
         self._undo_pages = on_page_connected(self._page_connected) if has_widget_frontend() else None
+        # a restart ends the served calls saying so, while the loop still runs to answer them
+        self._undo_shutdown = (
+            on_kernel_shutdown(self.kernel, self.loop, self._kernel_ending)
+            if self.kernel is not None and self.loop is not None
+            else None
+        )
 
     def script_answers(self, answers: Mapping[str, Any] | Callable[[InputRequest], Any] | None) -> None:
         """Answer input requests from a mapping or callable.
@@ -512,9 +519,19 @@ class Host:
         lines.append("not serving" if self.server is None else f"serving at {self.server.url}")
         return "\n".join(lines)
 
+    async def _kernel_ending(self, restart: bool) -> None:
+        """The kernel shuts down: its calls end saying why, and the server answers them before it stops."""
+        because = "the kernel is restarting" if restart else "the kernel is shutting down"
+        for call in self.app.active_calls:
+            call.cancel(because=because)
+        if self.server is not None and self.server.running:
+            await self.server.stop()
+
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""
         self._undo_on_call()
+        if self._undo_shutdown is not None:
+            self._undo_shutdown()
         if self._undo_pages is not None:
             self._undo_pages()
         self._undo_presenter()

@@ -20,9 +20,11 @@ import asyncio
 import signal
 from typing import Any
 
-from ..engine import App, Call
+from ..engine import CANCELLED, App, Call
 
 _WAKE_SIGNALS = ("SIGUSR2", "SIGRTMAX")
+#: why a call the interrupt cancelled ended, as its client reads it (Jupyter interrupts before a restart too)
+INTERRUPTED = "the notebook's kernel was interrupted (■ Interrupt, or a restart, which interrupts first)"
 
 
 def wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> int | None:
@@ -90,7 +92,7 @@ class IdleInterrupts:
     def __call__(self, signum: int, frame: Any) -> None:
         live = self.app.active_calls
         for call in live:
-            self.loop.call_soon_threadsafe(call.cancel)  # threadsafe also wakes the loop
+            self.loop.call_soon_threadsafe(call.cancel, CANCELLED, INTERRUPTED)  # threadsafe also wakes the loop
         if not live and callable(self.previous):
             self.previous(signum, frame)
 

@@ -100,6 +100,7 @@ async def test_sigterm_drains_then_cancels_with_cleanup_and_exits_0(era, tmp_pat
     assert results["steps"].structured_content["steps"] == 4  # finished within the drain time
     slow = results["slow"]
     assert slow.is_error and slow.content[0].text.startswith("[CANCELLED]")
+    assert "cancelled before it finished: the server is shutting down (its 3 s drain ended)." in slow.content[0].text
     marked = [line.split(" ", 1)[1] for line in marks.read_text().splitlines()]  # lines are "pid text"
     assert marked == ["started inflight", "cleanup inflight"]
     assert any("cancelling 1 call(s)" in line for line in server.lines)
