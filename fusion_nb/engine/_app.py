@@ -304,6 +304,7 @@ class App:
         request_info: Any = None,
         resume: Mapping[str, Any] | None = None,
         response: Any = None,
+        ended_by: Callable[[], str | None] | None = None,
     ) -> CallRequest:
         """A call to make, built but not started: ``app.start(request)`` or ``await app.run(request)``.
 
@@ -311,7 +312,8 @@ class App:
         answers them (a transport's channel, a widget; default: the app's
         ``input_channel``). ``request_info`` is what ``context_factory`` reads.
         ``resume`` is a continuation from an earlier input-required result and
-        ``response`` the client's answer to its request. A request that cannot be
+        ``response`` the client's answer to its request; ``ended_by`` says why the
+        caller went (see ``CallRequest``). A request that cannot be
         built raises ``TypeError`` (a host's bug); a tool that does not exist, or
         arguments that do not fit it, are the call's own result when it runs.
         """
@@ -324,7 +326,7 @@ class App:
                 channel = ScriptedAnswers(answers)
             if response is not None and resume is None:
                 raise bad_request("request", f"call {name!r} got a response but no resume (its continuation).")
-        return _new_request(CallRequest, (name, args, on_progress, channel, request_info, resume, response))
+        return _new_request(CallRequest, (name, args, on_progress, channel, request_info, resume, response, ended_by))
 
     def start(
         self,
@@ -341,7 +343,7 @@ class App:
         """
         if not isinstance(request, CallRequest):  # a name (``_prepare`` refuses one that is not a string)
             channel = ScriptedAnswers(answers) if answers is not None else None
-            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None))
+            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None, None))
         elif args is not None or on_progress is not None or answers is not None:
             raise bad_request("start", "a request comes alone; its options belong in the request.")
         prepared = self._prepare(request)

@@ -73,6 +73,7 @@ class Call:
     # Every in-flight call holds one: what most calls never use is made on first use.
     __slots__ = (
         "_driver",
+        "_ended_by",
         "_listeners",
         "_on_progress",
         "_settled",
@@ -107,6 +108,7 @@ class Call:
         #: the arguments as the caller sent them (before validation), for views and traffic logs
         self.arguments = call_request.arguments
         self._on_progress = call_request.on_progress  # (the request itself is not kept: calls are many)
+        self._ended_by = call_request.ended_by
         self._signal: AbortSignal | None = None  # made on first use (see ``signal``)
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
@@ -240,11 +242,16 @@ class Call:
             try:
                 await self._settled.wait()
             except BaseException:
-                self.cancel(CANCELLED)
+                self.caller_gone()
                 raise
             result = self.result
             assert result is not None  # the event is set by ``settle``
         return result
+
+    def caller_gone(self) -> bool:
+        """The task awaiting the call was cancelled: abort it, saying why when its caller knows."""
+        ended_by = self._ended_by
+        return self.cancel(CANCELLED, ended_by() if ended_by is not None else None)
 
     def cancel(self, reason: str = CANCELLED, because: str | None = None) -> bool:
         """Abort the call: it settles now; its handler is cancelled and cleans up in the background.

@@ -23,6 +23,9 @@ class CallRequest(NamedTuple):
     (``None``: the app's ``input_channel``); ``request_info`` is what the app's
     ``context_factory`` reads (a transport's request); ``resume`` is a continuation
     from an earlier input-required result and ``response`` the client's answer to it.
+    ``ended_by`` is asked why when the caller's cancellation aborts the call (a
+    transport knows: its client disconnected, or cancelled); its answer ends the
+    result's sentence.
     """
 
     tool: str
@@ -32,6 +35,7 @@ class CallRequest(NamedTuple):
     request_info: Any = None
     resume: Mapping[str, Any] | None = None
     response: Any = None
+    ended_by: Callable[[], str | None] | None = None
 
     def __repr__(self) -> str:
         return f"<CallRequest {self.tool!r}>"

@@ -251,7 +251,7 @@ class Runner:
                 with cut:
                     await self._work()
             except BaseException:
-                call.cancel(CANCELLED)  # the caller's own cancellation (or a crash of ours): settled once
+                call.caller_gone()  # the caller's own cancellation (or a crash of ours): settled once
                 raise
             finally:
                 self._cut = None

@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.types import Send
 
 from ._sdk import error_data_of
+from .ending import STREAM_GONE, serving
 from .wire import KEEPALIVE, SESSION_HEADER_BYTES, SSE_HEADERS, dump, event, respond
 
 if TYPE_CHECKING:
@@ -179,6 +180,15 @@ class PostExchange:
         self._log: EventLog | None = None
         self._cancel_call = cancel_call  # a 2025 call's cancel: ends a call asking on a vanished stream
         self._asking = 0
+        self.why: str | None = None  # why the transport is ending the call early (see ``ending``)
+
+    def ending(self, because: str) -> None:
+        """The transport is about to cancel this request: the call's sentence will say ``because``."""
+        if self.why is None:
+            self.why = because
+
+    def ended_because(self) -> str | None:
+        return self.why
 
     @property
     def can_send_request(self) -> bool:
@@ -249,6 +259,7 @@ class PostExchange:
         """
         self.state.disconnect()
         if self._asking and self._cancel_call is not None:
+            self.ending(STREAM_GONE)
             self._cancel_call()
 
     async def emit(self, payload: bytes) -> None:
@@ -295,6 +306,7 @@ class PostExchange:
         end on 2025) propagates; the caller then ends the exchange (``end_cancelled``
         or ``abandon``).
         """
+        serving.set(self)  # (the task serving this POST serves this request alone)
         try:
             result = await runner.on_request(self, method, params)
         except Exception as exc:

@@ -80,6 +80,7 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from ..engine import Event, Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
+from .ending import CONNECTION_ENDED, client_cancelled, serving
 from .options import ANSWER_TIMEOUT
 
 log = logging.getLogger(__name__)
@@ -524,6 +525,7 @@ class Exchange:
         "progress_token",
         "request_id",
         "stopped",
+        "why",
     )
 
     message_metadata = None
@@ -537,17 +539,23 @@ class Exchange:
         self.stopped = False  # ``stop`` was called (maybe before the call's task began)
         self._cut: Interruptible | None = None
         self._cancel_requested: anyio.Event | None = None
+        self.why: str | None = None  # why ``stop`` ended the call (see ``ending``)
 
     def interruptible(self) -> Interruptible:
         """What the call's own task runs in: ``stop`` from elsewhere ends it (made in that task)."""
         self._cut = current_backend().interruptible()
         return self._cut
 
-    def stop(self) -> None:
+    def stop(self, because: str) -> None:
         """End the call from the reader or the connection's end (its task may not have begun yet)."""
+        if self.why is None:
+            self.why = because
         self.stopped = True
         if self._cut is not None:
             self._cut.cancel()
+
+    def ended_because(self) -> str | None:
+        return self.why
 
     @property
     def transport(self) -> TransportContext:
@@ -719,7 +727,7 @@ class PipeConnection:
         for arrived in self._asked.values():
             arrived.set()  # no answer: Connection closed
         for exchange in list(self._calls.values()):
-            exchange.stop()
+            exchange.stop(CONNECTION_ENDED)
         with anyio.move_on_after(_CLEANUP_TIMEOUT) as waited:
             while self._running:
                 self._idle = anyio.Event()
@@ -957,6 +965,7 @@ class PipeConnection:
         """Run one request and write its answer (none for a call the client cancelled)."""
         request_id = exchange.request_id
         answer: dict[str, Any] | None = None
+        serving.set(exchange)  # (this task serves this request alone)
         try:
             with exchange.interruptible() as cut:
                 try:
@@ -1021,7 +1030,7 @@ class PipeConnection:
             running = self._calls.get(coerce_request_id(named)) if named is not None else None
             if running is not None and not running.closed:
                 running.cancel_requested.set()
-                running.stop()
+                running.stop(client_cancelled(message.get("params")))
         if self.modern is None:
             if len(self._lead) < 8:
                 self._lead.append(message)  # replayed into the era the first request opens

@@ -34,6 +34,7 @@ from .elicitation import (
     resumption,
     state_boundary,
 )
+from .ending import serving
 from .limits import OncePerInterval
 from .options import ServerOptions, with_options
 from .params_errors import ParamsInOneSentence
@@ -180,10 +181,18 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         channel = channel_for(ctx, modern, http_mode)
         tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
+        exchange = serving.get()  # why our transport may end it early (the SDK's own transports: no reason)
+        ended_by = exchange.ended_because if exchange is not None else None
         if not wants_progress(ctx, modern):
             result = await run(
                 build_request(
-                    params.name, params.arguments, request_info=info, channel=channel, resume=resume, response=response
+                    params.name,
+                    params.arguments,
+                    request_info=info,
+                    channel=channel,
+                    resume=resume,
+                    response=response,
+                    ended_by=ended_by,
                 )
             )
         else:
@@ -201,6 +210,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
                             channel=channel,
                             resume=resume,
                             response=response,
+                            ended_by=ended_by,
                         )
                     )
                 finally:

@@ -39,6 +39,7 @@ from mcp_types import (
     RequestId,
 )
 
+from .ending import SESSION_ENDED, client_cancelled
 from .limits import OwnerQuota, RateLimitedLog
 from .options import ANSWER_TIMEOUT
 from .resume import EventLog, EventLogs
@@ -226,6 +227,7 @@ class Session:
         if running is not None and not running[1].settled:  # a call with its result in hand is not undone
             scope, exchange = running
             exchange.cancel_requested.set()
+            exchange.ending(client_cancelled(params))
             scope.cancel()
 
     # -- the GET stream
@@ -291,7 +293,8 @@ class Session:
         if self._ended:
             return
         self._ended = True
-        for scope, _ in list(self.calls.values()):
+        for scope, exchange in list(self.calls.values()):
+            exchange.ending(SESSION_ENDED)
             scope.cancel()
         for answer in list(self._answers.values()):
             answer.settle(ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))

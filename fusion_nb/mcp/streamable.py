@@ -78,6 +78,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import current_backend
 from ._sdk import accepted_media
+from .ending import CLIENT_DISCONNECTED
 from .exchange import PostExchange
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 from .resume import EventLog
@@ -128,6 +129,7 @@ async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconn
         with anyio.move_on_after(KEEPALIVE_SECONDS):
             await _disconnected(receive)
             if cancel_on_disconnect is not None:
+                exchange.ending(CLIENT_DISCONNECTED)
                 cancel_on_disconnect.cancel()
             exchange.disconnected()
             return

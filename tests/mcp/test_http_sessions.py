@@ -327,3 +327,44 @@ async def test_malformed_notifications_are_one_warning_per_interval(caplog):
                 assert (await http.post(served.url, json=bad, headers=served.headers(**session))).status_code == 202
     dropped = [r for r in caplog.records if r.name == "mcp.server.runner" and "malformed" in r.getMessage()]
     assert len(dropped) == 1, [r.getMessage() for r in dropped]
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("cancelled", 'its client cancelled it ("stop").'),
+        ("session ended", "its client's session ended."),
+        ("disconnected", "its client disconnected."),
+    ],
+)
+async def test_a_call_its_client_ended_says_how_in_its_sentence(how, why):
+    """Issue 43: a served call's view read "cancelled before it finished", however its client ended it."""
+    async with serve() as served, httpx.AsyncClient(timeout=30) as http:
+        params: dict = {"name": "cleaned", "arguments": {}}
+        if how == "disconnected":  # 2026: a disconnect cancels the call
+            params["_meta"] = MODERN_META
+            modern = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "cleaned"}
+            headers = served.headers(**modern)
+        else:
+            session = await open_session(http, served)
+            headers = served.headers(**session)
+        waiting = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: http.post(served.url, json=waiting, headers=headers))
+            with anyio.fail_after(10):
+                while not served.app.active_calls:
+                    await anyio.sleep(0.01)
+            (call,) = served.app.active_calls
+            if how == "cancelled":
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 9, "reason": "stop"},
+                }
+                await http.post(served.url, json=cancel, headers=headers)
+            elif how == "session ended":
+                await http.delete(served.url, headers=headers)
+            group.cancel_scope.cancel()  # (disconnected: the client goes, its connection closes)
+        with anyio.fail_after(10):
+            result = await call.wait()
+    assert result.error.message == f'The call to tool "cleaned" was cancelled before it finished: {why}'

@@ -677,3 +677,43 @@ async def test_nan_and_infinity_in_a_message_go_out_as_null_never_as_bare_nan(ap
             "level": "info",
             "data": [None, None, 1.5],
         }
+
+
+async def ended_sentence(app: Any, calls: list[Any]) -> str:
+    """The sentence the (one) call the app saw ended with, once it has settled."""
+    with anyio.fail_after(10):
+        while not calls or calls[0].result is None:
+            await anyio.sleep(0.01)
+    return calls[0].result.error.message
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("cancel", 'its client cancelled it ("user pressed stop").'),
+        ("cancel-long", 'its client cancelled it ("' + "why " * 49 + 'why…").'),
+        ("cancel-no-reason", "its client cancelled it."),
+        ("end of input", "the connection to its client ended."),
+    ],
+)
+async def test_a_call_the_client_ended_says_how_in_its_sentence(app, how, why):
+    """Issue 43: the notebook's view of a served call read "cancelled before it finished" whatever ended it."""
+    calls: list[Any] = []
+    undo = app.on_call(calls.append)
+    async with serving(app) as (peer, _):
+        await peer.handshake()
+        await peer.send(call(2, "linger", progressToken="p"))
+        assert (await peer.receive())["method"] == "notifications/progress"
+        if how == "end of input":
+            peer.close_input()
+            assert (await peer.receive())["error"]["message"] == "Connection closed"
+        else:
+            params: dict[str, Any] = {"requestId": 2}
+            if how == "cancel":
+                params["reason"] = "user pressed\n stop" + " " * 500  # (whitespace folded)
+            elif how == "cancel-long":
+                params["reason"] = "why " * 5000  # (bounded to 200 characters)
+            await peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+        sentence = await ended_sentence(app, calls)
+    undo()
+    assert sentence == f'The call to tool "linger" was cancelled before it finished: {why}'
