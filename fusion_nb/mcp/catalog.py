@@ -97,11 +97,17 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
         found = catalog.find(uri)
+        rows = None
+        if found is None and ROWS_QUERY in uri:  # ``...?rows=FIRST-LAST``: a part of a table or list
+            uri, _, query = uri.partition(ROWS_QUERY)
+            rows = row_range(uri, query)
+            found = catalog.find(uri)
         if found is None:
-            raise MCPError(RESOURCE_NOT_FOUND, unknown_resource(uri, catalog.resources, catalog.templates))
+            raise MCPError(RESOURCE_NOT_FOUND, unknown_resource(str(params.uri), catalog.resources, catalog.templates))
         resource, values = found
         value = await read_value(resource, values)
-        return types.ReadResourceResult.model_validate({"contents": contents(uri, value, resource.mime_type, limits)})
+        read = contents(uri, value, resource.mime_type, limits, rows)
+        return types.ReadResourceResult.model_validate({"contents": read})
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[prompt_to_mcp(p) for p in catalog.prompts])
@@ -182,11 +188,44 @@ async def read_value(resource: Resource, values: dict[str, str]) -> Any:
 
 #: how a cut resource tells its reader to see more
 READ_MORE = "to read more, have a smaller part shared (in a notebook: %fusion share a slice of it)"
+#: a table's or list's rows, from 0, both ends included: ``nb://vars/df?rows=1000-1999``
+ROWS_QUERY = "?rows="
+#: rows encoded to learn a table's size per row before the part that fits is encoded once
+SAMPLE_ROWS = 64
 
 
-def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:
-    """``resources/read`` contents for a value: a table as CSV/JSON, a figure as PNG, else as a tool answer."""
+def row_range(uri: str, query: str) -> tuple[int, int]:
+    """``1000-1999`` as ``(1000, 1999)``; anything else one sentence saying the form."""
+    first, dash, last = query.partition("-")
+    if dash and first.isdecimal() and last.isdecimal() and len(query) <= 41 and int(first) <= int(last):
+        return int(first), int(last)
+    raise MCPError(
+        types.INVALID_PARAMS,
+        f"rows= takes FIRST-LAST, row numbers from 0 with FIRST <= LAST (for example {uri[:200]}?rows=0-999); "
+        f"sent {query[:60]!r}.",
+    )
+
+
+def is_table(value: Any) -> bool:
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series))
+
+
+def contents(
+    uri: str, value: Any, mime_type: str | None, limits: Limits, rows: tuple[int, int] | None = None
+) -> list[dict[str, Any]]:
+    """``resources/read`` contents for a value: a table as CSV/JSON, a figure as PNG, else as a tool answer.
+
+    ``rows`` (``uri?rows=FIRST-LAST``) reads that part of a table or list only.
+    """
     room = limits.max_bytes - 1024  # (the answer's own JSON around the text)
+    if is_table(value):
+        return table_contents(uri, value, mime_type, limits, rows)
+    if rows is not None:
+        if not isinstance(value, (list, tuple)):
+            said = f"{uri[:200]} is a {type(value).__name__}: rows= reads a part of a table or list only."
+            raise MCPError(types.INVALID_PARAMS, said)
+        return json_contents(uri, value, room // 2, rows)
     if isinstance(value, str):
         return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": cut_text(value, room // 2, "value")}]
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -201,9 +240,6 @@ def contents(uri: str, value: Any, mime_type: str | None, limits: Limits) -> lis
         return [{"uri": uri, "mimeType": kind, "blob": base64.b64encode(blob).decode("ascii")}]
     if isinstance(value, (list, tuple, dict)):
         return json_contents(uri, value, room // 2)
-    pandas = sys.modules.get("pandas")
-    if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
-        return table_contents(uri, value, mime_type, limits)
     figure = sys.modules.get("matplotlib.figure")
     if figure is not None and isinstance(value, figure.Figure):
         return [_blob(uri, figure_png(value, limits))]
@@ -289,45 +325,87 @@ def shrunk(value: Any, limit: int) -> tuple[Any, bool]:
     return walk(value, 0), whole
 
 
-def json_contents(uri: str, value: Any, limit: int) -> list[dict[str, Any]]:
-    """A list or dict as JSON within about ``limit`` bytes; a cut one says so beside it (as a cut table does)."""
-    kind = type(value).__name__
+def rows_note(uri: str, first: int, sent: int, total: int, what: str = "rows") -> str | None:
+    """``rows 0-999 of 100000; the next: URI?rows=1000-1999``; ``None`` when all of it was sent."""
+    if first == 0 and sent == total:
+        return None
+    last = first + sent - 1
+    said = f"{what} {first}-{last} of {total}" if sent else f"no {what} from {first} (there are {total})"
+    if last + 1 >= total or not sent:
+        return said
+    return f"{said}; the next: {uri}{ROWS_QUERY}{last + 1}-{last + sent}"
+
+
+def json_contents(uri: str, value: Any, limit: int, rows: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """A list or dict as JSON within about ``limit`` bytes; a cut one says so beside it (as a cut table does).
+
+    A list's items are its rows: a cut list, or a part read with ``rows``, says which
+    items were sent and the URI of the next ones.
+    """
+    kind, total, first = type(value).__name__, 0, 0
+    if isinstance(value, (list, tuple)):
+        total = len(value)
+        if rows is not None:
+            first = min(rows[0], total)
+            value = value[first : rows[1] + 1]
     try:
         part, whole = shrunk(value, limit)
     except _Unsendable as why:
         said = str(why)
         return [{"uri": uri, "mimeType": "text/plain", "text": f"({said[:1].upper()}{said[1:]}; share a part of it.)"}]
     text = json.dumps(part, default=str, ensure_ascii=False)
-    if whole:
+    note = None
+    if isinstance(part, list):
+        sent = len(part) if whole else max(0, len(part) - 1)  # (a cut last item is not counted as sent)
+        note = rows_note(uri, first, sent, total, "items")
+        if note is not None and not whole:
+            note = f"cut: this {kind} is over the {limit}-byte bound; {note}"
+    elif not whole:
+        note = f"cut: this {kind} is over the {limit}-byte bound; what fits is shown above; {READ_MORE}"
+    if note is None:
         return [{"uri": uri, "mimeType": "application/json", "text": text}]
-    note = f"cut: this {kind} is over the {limit}-byte bound; what fits is shown above; {READ_MORE}"
     return [
         {"uri": uri, "mimeType": "application/json", "text": text},
         {"uri": uri, "mimeType": "text/plain", "text": note},
     ]
 
 
-def table_contents(uri: str, frame: Any, mime_type: str | None, limits: Limits) -> list[dict[str, Any]]:
-    """A DataFrame (or Series) as CSV, or JSON records when asked: whole if it fits, else its first rows.
+def table_contents(
+    uri: str, frame: Any, mime_type: str | None, limits: Limits, rows: tuple[int, int] | None = None
+) -> list[dict[str, Any]]:
+    """A DataFrame (or Series) as CSV, or JSON records when asked: whole if it fits, else the rows that fit.
 
-    A cut table says so: CSV in a last ``# cut`` line, JSON (which has no room for a comment)
-    in a second, plain-text content beside the records.
+    Costs what is sent, not what is held: a row's size is learnt from a few
+    (``SAMPLE_ROWS``) and the part that fits is encoded once (again only when its rows
+    were bigger than the sample's). A part says which rows it holds and the URI of the
+    next ones: CSV in a last ``#`` line, JSON (no room for a comment) in a plain-text
+    content beside the records.
     """
     as_json = mime_type == "application/json"
-    total, rows = len(frame), len(frame)
+    total = len(frame)
+    first, stop = (0, total) if rows is None else (min(rows[0], total), min(rows[1] + 1, total))
     room = limits.max_bytes - 1024  # (the answer's own JSON around the text)
-    while True:
-        part = frame.iloc[:rows]
+
+    def encoded(count: int) -> tuple[str, int]:
+        part = frame.iloc[first : first + count]
         text = part.to_json(orient="records", date_format="iso") if as_json else part.to_csv(index=False)
-        size = len(json.dumps(text, ensure_ascii=False).encode())  # as the wire carries it: quotes escaped
-        if size <= room or rows <= 1:
-            break
-        rows = max(1, rows * room // size * 9 // 10)
-    cut = f"cut: the first {rows} of {total} rows" if rows < total else None
+        return text, len(json.dumps(text, ensure_ascii=False).encode())  # as the wire carries it: quotes escaped
+
+    count = stop - first
+    if count > SAMPLE_ROWS:
+        _, sample = encoded(SAMPLE_ROWS)
+        count = min(count, max(1, room * SAMPLE_ROWS // sample * 19 // 20))
+    text, size = encoded(count)
+    while size > room and count > 1:  # rows past the sample were bigger: shrink by what they cost
+        count = max(1, count * room // size * 9 // 10)
+        text, size = encoded(count)
+    note = rows_note(uri, first, count, total)
+    if note is not None and first + count < stop:
+        note = f"cut: {note} (over the answer bound)"
     if as_json:
-        note = [{"uri": uri, "mimeType": "text/plain", "text": cut + " (over the answer bound)"}] if cut else []
-        return [{"uri": uri, "mimeType": "application/json", "text": text}, *note]
-    return [{"uri": uri, "mimeType": "text/csv", "text": text + (f"# {cut}\n" if cut else "")}]
+        said = [{"uri": uri, "mimeType": "text/plain", "text": note}] if note else []
+        return [{"uri": uri, "mimeType": "application/json", "text": text}, *said]
+    return [{"uri": uri, "mimeType": "text/csv", "text": text + (f"# {note}\n" if note else "")}]
 
 
 def _blob(uri: str, block: dict[str, Any]) -> dict[str, Any]:

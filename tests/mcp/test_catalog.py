@@ -130,14 +130,25 @@ async def test_a_resource_read_is_bounded_and_says_what_it_cut(era):
         as_csv = await client.read_resource("data://rows.csv")
         (csv,) = as_csv.contents
         assert wire_size(as_csv) < MIB and csv.text.startswith("id,name,score\n0,")
-        assert re.search(r"# cut: the first \d+ of 100000 rows\n$", csv.text), csv.text[-200:]
+        cut = re.search(r"# cut: rows 0-(\d+) of 100000; the next: (\S+) \(over the answer bound\)\n$", csv.text)
+        assert cut is not None, csv.text[-200:]
+        last = int(cut.group(1))
+        assert csv.text.count("\n") == last + 3  # the header, rows 0..last, the cut line
+        assert cut.group(2) == f"data://rows.csv?rows={last + 1}-{2 * last + 1}"
+        (following,) = (await client.read_resource(cut.group(2))).contents
+        assert following.text.startswith(f"id,name,score\n{last + 1},"), following.text[:100]
+        (tail,) = (await client.read_resource("data://rows.csv?rows=99998-200000")).contents
+        assert tail.text.startswith("id,name,score\n99998,") and tail.text.endswith("# rows 99998-99999 of 100000\n")
         as_json = await client.read_resource("data://rows.json")
         records, note = as_json.contents
         assert wire_size(as_json) < MIB, "the records' quotes are escaped again on the wire"
         assert json.loads(records.text)[1]["name"] == 'say "hi"'
         shown = len(json.loads(records.text))
         assert note.mime_type == "text/plain"
-        assert note.text == f"cut: the first {shown} of 100000 rows (over the answer bound)"
+        nxt = f"data://rows.json?rows={shown}-{2 * shown - 1}"
+        assert note.text == f"cut: rows 0-{shown - 1} of 100000; the next: {nxt} (over the answer bound)"
+        records, _ = (await client.read_resource(nxt)).contents
+        assert json.loads(records.text)[0]["id"] == shown
         photo = await client.read_resource("pics://photo")
         image = Image.open(io.BytesIO(base64.b64decode(photo.contents[0].blob)))
         assert max(image.size) <= 1568 and abs(image.size[0] / image.size[1] - 1.5) < 0.01 and wire_size(photo) < MIB
@@ -170,3 +181,28 @@ def test_every_resource_read_is_bounded_and_a_self_containing_value_is_one_sente
     assert contents("v://t", (1, "two", None), None, limits) == [
         {"uri": "v://t", "mimeType": "application/json", "text": '[1, "two", null]'}
     ]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_part_of_a_table_or_list_is_read_by_rows_and_a_bad_range_is_one_sentence(era):
+    """Issue 51: ``URI?rows=FIRST-LAST`` reads that part; anything else gets one sentence naming the form."""
+    app = Fusion("parts")
+    app.resource("data://t", pd.DataFrame({"a": range(10)}))
+    app.resource("data://l", list(range(10)))
+    app.resource("data://s", "just text")
+    async with client_for(mcp_server(app), era) as client:
+        (part,) = (await client.read_resource("data://t?rows=3-4")).contents
+        assert part.text == "a\n3\n4\n# rows 3-4 of 10; the next: data://t?rows=5-6\n"
+        items, note = (await client.read_resource("data://l?rows=8-20")).contents
+        assert json.loads(items.text) == [8, 9] and note.text == "items 8-9 of 10"
+        for uri, said in (
+            ("data://t?rows=4-3", "rows= takes FIRST-LAST, row numbers from 0 with FIRST <= LAST"),
+            ("data://t?rows=-1-3", "rows= takes FIRST-LAST"),
+            ("data://t?rows=" + "9" * 5000, "sent '" + "9" * 60 + "'."),
+            ("data://s?rows=0-1", "data://s is a str: rows= reads a part of a table or list only."),
+            ("data://nothing?rows=0-1", "Unknown resource 'data://nothing?rows=0-1'"),
+        ):
+            with pytest.raises(MCPError) as raised:
+                await client.read_resource(uri)
+            assert said in raised.value.error.message and len(raised.value.error.message) < 400, raised.value
+    await app.aclose()
