@@ -2,7 +2,8 @@
 
 stdio is the default (what desktop hosts launch). HTTP binds loopback unless told
 otherwise, requires a bearer token (``--token``, ``FUSION_NB_TOKEN`` or a generated
-one printed on stderr) and serves ``/healthz``. ``--workers N`` starts N processes
+one printed on stderr; or named tokens, each its own client, from ``--tokens-file`` or
+``FUSION_NB_TOKENS``) and serves ``/healthz``. ``--workers N`` starts N processes
 on one listening socket sharing the token and the request-state key, and restarts
 one that dies (``_Workers``).
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, new_token, restart_note
+from ..mcp.options import parse_tokens
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
@@ -35,6 +37,7 @@ WORKER_FD_ENV = "FUSION_NB_WORKER_FD"
 TASK_STORE_ENV = "FUSION_NB_TASK_STORE"
 TASK_LEASE_ENV = "FUSION_NB_TASK_LEASE"
 READY_FD_ENV = "FUSION_NB_READY_FD"
+TOKENS_ENV = "FUSION_NB_TOKENS"
 
 HELP = "serve a notebook's tools over MCP (stdio or Streamable HTTP)"
 
@@ -60,6 +63,7 @@ examples:
 
 environment:
   FUSION_NB_TOKEN       bearer token clients must send (HTTP)
+  FUSION_NB_TOKENS      named tokens, each its own client: alice=<token>,ci=<token> (--tokens-file)
   FUSION_NB_STATE_KEY   key (>= 32 characters) sealing 2026-era request state; share it between workers
   FUSION_NB_TASK_STORE  redis://HOST:PORT/DB shared by the workers for tasks (--task-store)
   FUSION_NB_TASK_LEASE  seconds a dead worker's tasks stay working before they fail (--task-lease)
@@ -83,6 +87,12 @@ def add_parser(commands: Any) -> None:
     http.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, loopback only)")
     http.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000; 0 picks a free one)")
     http.add_argument("--token", help=f"bearer token clients must send (default: ${TOKEN_ENV}, else generated)")
+    http.add_argument(
+        "--tokens-file",
+        type=Path,
+        metavar="PATH",
+        help=f"named tokens, one name=token a line, each its own client; owner-only readable (or ${TOKENS_ENV})",
+    )
     http.add_argument("--no-auth", action="store_true", help="serve without a bearer token (development only)")
     http.add_argument(
         "--allow-host",
@@ -194,17 +204,59 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--connections-per-address must be 1 or more")
     _task_options(args)
     if args.transport == "stdio":
-        for flag, given in (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token)):
+        http_only = (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token))
+        for flag, given in (*http_only, ("--tokens-file", args.tokens_file)):
             if given:
                 raise CliError(f"{flag} applies to --transport http only")
         return asyncio.run(_serve_stdio(args))
-    token = None if args.no_auth else (args.token or os.environ.get(TOKEN_ENV) or None)
+    args.tokens = _named_tokens(args)
+    token = None if args.no_auth or args.tokens else (args.token or os.environ.get(TOKEN_ENV) or None)
     _http_options(args, token, key=None)  # a bad flag stops here, before any source is loaded or worker started
     if args.no_auth:
         log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
     if args.workers > 1 and WORKER_FD_ENV not in os.environ:
-        return _supervise(args, token or new_token())
+        return _supervise(args, token or (None if args.tokens else new_token()))
     return asyncio.run(_serve_http(args, token))
+
+
+def _named_tokens(args: argparse.Namespace) -> dict[str, str] | None:
+    """``--tokens-file`` (owner-only readable) or ``$FUSION_NB_TOKENS``: named tokens, each its own client.
+
+    The file holds secrets, so one that others may read is refused (as ssh refuses a
+    private key): a token leaked to another account would let it act as that client.
+    """
+    given = [flag for flag, on in (("--token", args.token), ("--tokens-file", args.tokens_file)) if on]
+    if args.no_auth and given:
+        raise CliError(f"--no-auth and {given[0]} contradict each other: pick one")
+    if len(given) > 1:
+        raise CliError("--token and --tokens-file contradict each other: pick one")
+    if args.no_auth or args.token:
+        return None
+    if args.tokens_file is None:
+        raw = os.environ.get(TOKENS_ENV, "").strip()
+        if raw and os.environ.get(TOKEN_ENV):
+            raise CliError(f"${TOKEN_ENV} and ${TOKENS_ENV} are both set: unset one")
+        try:
+            return parse_tokens(raw, f"${TOKENS_ENV}") if raw else None
+        except ValueError as refused:
+            raise CliError(str(refused)) from None
+    path = args.tokens_file
+    try:
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            raise CliError(
+                f"--tokens-file {path} may be read by other users (mode {mode & 0o777:o}): "
+                f"it holds secrets, so make it owner-only (chmod 600 {path})"
+            )
+        text = path.read_text(encoding="utf-8")
+    except OSError as failed:
+        raise CliError(f"--tokens-file {path}: {failed.strerror or failed}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"--tokens-file {path} is not UTF-8 text (expected one name=token a line)") from None
+    try:
+        return parse_tokens(text, f"--tokens-file {path}", separators="\n")
+    except ValueError as refused:
+        raise CliError(str(refused)) from None
 
 
 def _job_tools(args: argparse.Namespace, app: Any) -> None:
@@ -277,6 +329,7 @@ def _http_options(args: argparse.Namespace, token: str | None, key: str | None) 
         return HttpOptions(
             host=args.host,
             token=token,
+            tokens=getattr(args, "tokens", None),
             auth=not args.no_auth,
             allowed_hosts=args.allow_host,
             allowed_origins=[f"{scheme}://{host}" for host in args.allow_host for scheme in ("http", "https")],
@@ -319,7 +372,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
 
     def announce() -> None:  # once serving, with SIGTERM already meaning "drain"
         if inherited is None:
-            _announce(f"serving {len(loaded.app.tools)} tool(s)", args, port, asgi.token)
+            _announce(f"serving {len(loaded.app.tools)} tool(s)", args, port, asgi.token or _any_named(args))
         else:
             log_to_stderr(f"worker {os.getpid()} ready on port {port}")
             signal_ready()
@@ -339,15 +392,24 @@ def _announce(what: str, args: argparse.Namespace, port: int, token: str | None)
     """
     url = mcp_url(args.host, port)
     log_to_stderr(f"{what} at {url} (health: /healthz)")
-    generated = token is not None and not (args.token or os.environ.get(TOKEN_ENV))
+    if args.tokens:
+        log_to_stderr(f"named tokens, each its own client: {', '.join(args.tokens)}")
+    generated = token is not None and not (args.token or os.environ.get(TOKEN_ENV) or args.tokens)
     if generated:
         log_to_stderr(f"bearer token (generated; set {TOKEN_ENV} to choose one): {token}")
     note = restart_note(
         port_fixed=args.port != 0, token_fixed=not generated, how=f"--port PORT and --token <secret> (or ${TOKEN_ENV})"
     )
     hidden = None if generated else f"the one given by --token or ${TOKEN_ENV}"
+    if args.tokens:
+        hidden = f"each client's own, from --tokens-file or ${TOKENS_ENV}"
     with contextlib.suppress(OSError, ValueError):
         print(http_configs(url, token, note=note, hidden=hidden), file=sys.stderr, flush=True)
+
+
+def _any_named(args: argparse.Namespace) -> str | None:
+    """A stand-in token for the printed configs when named tokens are served (they show ``TOKEN``)."""
+    return "TOKEN" if args.tokens else None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -369,7 +431,7 @@ def _report_startup(loaded: Any) -> None:
     log_to_stderr(f"tools: {', '.join(tool.name for tool in loaded.app.tools) or 'none'}")
 
 
-def _supervise(args: argparse.Namespace, token: str) -> int:
+def _supervise(args: argparse.Namespace, token: str | None) -> int:
     """Bind once, then keep ``args.workers`` copies of this command serving on the inherited socket.
 
     SIGTERM and SIGINT are forwarded to the workers from before the first line is printed,
@@ -403,7 +465,7 @@ class _Workers:
     MAX_RESTARTS = 5
     RESTART_WINDOW = 60.0
 
-    def __init__(self, args: argparse.Namespace, token: str) -> None:
+    def __init__(self, args: argparse.Namespace, token: str | None) -> None:
         self.args = args
         self.token = token
         self.children: dict[int, tuple[subprocess.Popen[bytes], int]] = {}  # pid -> (process, ready pipe)
@@ -426,9 +488,14 @@ class _Workers:
         env = {**os.environ, WORKER_FD_ENV: str(sock.fileno()), STATE_KEY_ENV: key}
         if self.args.task_store is not None:
             env[TASK_STORE_ENV] = self.args.task_store  # (not in argv: ps shows argv, and the URL may hold a password)
-        if not args.no_auth:
+        if args.tokens:  # (the environment, not argv: ps shows argv)
+            env.pop(TOKEN_ENV, None)
+            env[TOKENS_ENV] = "\n".join(f"{name}={secret}" for name, secret in args.tokens.items())
+        elif not args.no_auth and self.token is not None:
             env[TOKEN_ENV] = self.token
-        _announce(f"starting {args.workers} workers", args, port, None if args.no_auth else self.token)
+        _announce(
+            f"starting {args.workers} workers", args, port, None if args.no_auth else self.token or _any_named(args)
+        )
         try:
             for _ in range(args.workers if not self.stopping else 0):
                 self._start(sock, env)

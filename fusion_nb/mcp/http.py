@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..engine import App
 from . import client_config
 from .bounded import BoundedRequests
-from .options import HttpOptions, check_tokens, with_options
+from .options import HttpOptions, check_tokens, parse_tokens, with_options
 from .server import server_for
 from .streamable import StreamableEndpoint
 
@@ -149,20 +149,7 @@ def tokens_from_env(variable: str = TOKENS_ENV) -> dict[str, str] | None:
     naming the entry's position, never its secret.
     """
     raw = os.environ.get(variable, "").strip()
-    if not raw:
-        return None
-    tokens: dict[str, str] = {}
-    for position, entry in enumerate(raw.replace("\n", ",").split(","), start=1):
-        entry = entry.strip()
-        if not entry:
-            continue
-        name, sep, token = entry.partition("=")
-        if not sep or not name.strip() or not token.strip():
-            raise ValueError(f"{variable}: entry {position} is not name=token (expected alice=<token>,ci=<token>).")
-        if name.strip() in tokens:
-            raise ValueError(f"{variable}: the name {name.strip()!r} appears twice.")
-        tokens[name.strip()] = token.strip()
-    return tokens
+    return parse_tokens(raw, variable) if raw else None
 
 
 def transport_security(

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
-__all__ = ["HttpOptions", "ServerOptions", "check_tokens", "with_options"]
+__all__ = ["HttpOptions", "ServerOptions", "check_tokens", "parse_tokens", "with_options"]
 
 _P = ParamSpec("_P")
 _O = TypeVar("_O")
@@ -85,6 +85,30 @@ def check_tokens(tokens: Mapping[str, str]) -> None:
         if token in seen:
             raise ValueError(f"the token named {name!r} is also given under another name; each must be unique.")
         seen.add(token)
+
+
+def parse_tokens(text: str, where: str, *, separators: str = ",\n") -> dict[str, str]:
+    """Named tokens from ``name=token`` entries (split on ``separators``; blank and ``#`` entries skipped).
+
+    ``where`` begins every refusal (``FUSION_NB_TOKENS``, a file's path); a refusal names
+    the entry's position, never its secret.
+    """
+    tokens: dict[str, str] = {}
+    entries = re.split("|".join(map(re.escape, separators)), text)
+    for position, entry in enumerate(entries, start=1):
+        entry = entry.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        name, sep, token = entry.partition("=")
+        if not sep or not name.strip() or not token.strip():
+            raise ValueError(f"{where}: entry {position} is not name=token (expected alice=<token>,ci=<token>).")
+        if name.strip() in tokens:
+            raise ValueError(f"{where}: the name {name.strip()!r} appears twice.")
+        tokens[name.strip()] = token.strip()
+    if not tokens:
+        raise ValueError(f"{where}: no name=token entry.")
+    check_tokens(tokens)
+    return tokens
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,7 +130,8 @@ async def served(
         try:
             match = await server.wait_for(r"at (http://\S+/mcp)", startup_timeout)
             server.url = match.group(1)
-            if "--no-auth" not in args:
+            named = "--tokens-file" in args or "FUSION_NB_TOKENS" in (env or {}) or "--auth-issuer" in args
+            if "--no-auth" not in args and not named:  # (with named tokens or OAuth the test sets ``token``)
                 given = (env or {}).get("FUSION_NB_TOKEN") or _option(args, "--token")
                 server.token = given or (await server.wait_for(r"bearer token .*: (\S+)$", startup_timeout)).group(1)
             if ready:

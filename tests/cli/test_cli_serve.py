@@ -325,3 +325,102 @@ def test_serve_says_in_one_line_on_stderr_that_the_client_stopped_reading(tmp_pa
     stopped = "fusion-nb: the MCP client stopped reading; stdio server stopped"
     assert lines[-2:] == ["fusion-nb: tools: billing.refund, ledger.read", stopped], lines
     assert not [line for line in lines if "Traceback" in line], lines
+
+
+#: every path an OAuth client probes for discovery (RFC 9728, RFC 8414, OpenID), and where it registers
+DISCOVERY = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/oauth-authorization-server/mcp",
+    "/.well-known/openid-configuration",
+)
+
+
+async def _discovery_and_challenge(server) -> tuple[dict[str, int], str]:
+    """What each discovery path answers, and the ``WWW-Authenticate`` of an unauthenticated POST."""
+    async with httpx.AsyncClient() as http:
+        statuses = {path: (await server.get(path)).status_code for path in DISCOVERY}
+        registered = await http.post(server.url.removesuffix("/mcp") + "/register", json={})
+        statuses["POST /register"] = registered.status_code
+        anonymous = await http.post(server.url, json={}, headers={"Accept": "application/json, text/event-stream"})
+    assert anonymous.status_code == 401
+    return statuses, anonymous.headers["www-authenticate"]
+
+
+@asyncio_only
+async def test_named_tokens_from_a_file_are_separate_clients_and_static_mode_publishes_no_discovery(tmp_path):
+    """Alice's sealed request state is hers: bob's token cannot resume her call. Static tokens publish no
+    discovery documents (a client finding one drops its configured header and starts OAuth)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# the team's clients\nalice=alice-secret-0123456789\n\nbob=bob-secret-0123456789\n")
+    tokens.chmod(0o600)
+    async with served("service_app", "--tokens-file", str(tokens)) as server:
+        await server.wait_for("named tokens, each its own client: alice, bob")
+        assert not any("secret-0123456789" in line for line in server.lines)
+        statuses, challenge = await _discovery_and_challenge(server)
+        assert set(statuses.values()) == {404}, statuses
+        assert challenge == 'Bearer error="invalid_token", error_description="Authentication required"'
+
+        async def unused(context, params):
+            raise AssertionError("the rounds are driven by hand")
+
+        server.token = "alice-secret-0123456789"
+        async with server.client(elicitation_callback=unused) as alice:
+            first = await alice.session.call_tool("two.rounds", {}, allow_input_required=True)
+        answer = {"first": types.ElicitResult(action="accept", content={"first": "1"})}
+        server.token = "bob-secret-0123456789"
+        async with server.client(elicitation_callback=unused) as bob:
+            assert (await bob.call_tool("echo", {"text": "bob"})).structured_content["text"] == "bob"
+            stolen = await bob.session.call_tool(
+                "two.rounds", {}, input_responses=answer, request_state=first.request_state, allow_input_required=True
+            )
+            assert stolen.is_error and "belongs to another call" in stolen.content[0].text
+        server.token = "alice-secret-0123456789"
+        async with server.client(elicitation_callback=unused) as alice:
+            second = await alice.session.call_tool(
+                "two.rounds", {}, input_responses=answer, request_state=first.request_state, allow_input_required=True
+            )
+        assert second.request_state is not None  # alice's own state opened: her second round is asked
+
+
+@asyncio_only
+async def test_named_tokens_from_the_environment_reach_every_worker():
+    env = {"FUSION_NB_TOKENS": "alice=alice-secret-0123456789,ci=ci-secret-0123456789"}
+    async with served("service_app", "--workers", "2", env=env, startup_timeout=WORKERS_STARTUP) as server:
+        await server.wait_for(r"worker \d+ ready", count=2, timeout=WORKERS_STARTUP)
+        assert not any("secret-0123456789" in line for line in server.lines)
+        for name in ("alice", "ci", "alice", "ci"):  # (fresh connections: the kernel spreads them over the workers)
+            server.token = f"{name}-secret-0123456789"
+            async with server.client() as client:
+                assert (await client.call_tool("echo", {"text": name})).structured_content["text"] == name
+        server.signal(signal.SIGTERM)
+        assert await server.wait(timeout=120) == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "content", "refusal"),
+    [
+        (
+            0o644,
+            "alice=a-secret",
+            "--tokens-file {path} may be read by other users (mode 644): it holds secrets, "
+            "so make it owner-only (chmod 600 {path})",
+        ),
+        (
+            0o600,
+            "alice=a-secret\nbroken\n",
+            "--tokens-file {path}: entry 2 is not name=token (expected alice=<token>,ci=<token>).",
+        ),
+        (0o600, "# nothing\n", "--tokens-file {path}: no name=token entry."),
+    ],
+    ids=["others-may-read", "malformed", "empty"],
+)
+def test_a_tokens_file_others_may_read_or_malformed_is_one_sentence(tmp_path, mode, content, refusal):
+    path = tmp_path / "tokens"
+    path.write_text(content)
+    path.chmod(mode)
+    done = run_cli("serve", "service_app", "--transport", "http", "--port", "0", "--tokens-file", str(path))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [f"fusion-nb: error: {refusal.format(path=path)}"], done.stderr
+    assert "a-secret" not in done.stderr
