@@ -39,7 +39,11 @@ UNDECLARED_ON_PURPOSE = {
 }
 
 # A module that needs an optional extra: its imports must be declared in that extra (and only it imports them).
-EXTRA_MODULES = {"fusion_nb/dask.py": "dask", "fusion_nb/redis_tasks.py": "redis"}
+EXTRA_MODULES = {
+    "fusion_nb/dask.py": "dask",
+    "fusion_nb/redis_tasks.py": "redis",
+    "fusion_nb/mcp/jwt_verifier.py": "oauth",
+}
 
 
 def pyproject() -> dict[str, Any]:

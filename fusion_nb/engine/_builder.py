@@ -49,6 +49,7 @@ class ToolBuilder:
         self._max_rounds: int | None = None
         self._concurrency: tuple[int, int] | None = None
         self._task: TaskOptions | None = None
+        self._scopes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -172,6 +173,17 @@ class ToolBuilder:
         self._task = TaskOptions(mode, float(ttl), float(poll_interval))
         return self
 
+    def scopes(self, *names: str) -> ToolBuilder:
+        """OAuth scopes a caller's token needs for this tool (``http_app(oauth=...)``; 403 without).
+
+        Static bearer tokens carry no scopes and are not limited by them: a scope only
+        means something where an authorization server grants it.
+        """
+        if not names or not all(isinstance(n, str) and n and not any(c.isspace() for c in n) for n in names):
+            raise ValueError(f'tool "{self._name}": scopes takes one or more names without spaces, got {names!r:.80}')
+        self._scopes = tuple(dict.fromkeys(names))
+        return self
+
     def max_rounds(self, rounds: int) -> ToolBuilder:
         """The most input rounds one call may ask for (default: the app's ``max_rounds``)."""
         if rounds < 1:
@@ -214,6 +226,7 @@ class ToolBuilder:
             max_rounds=self._max_rounds,
             concurrency=self._concurrency,
             task=self._task,
+            scopes=self._scopes,
         )
         self._app.register(tool)
         return BoundTool(self._app, tool)

@@ -29,7 +29,8 @@ class Tool:
 
     ``verb`` is ``action``, ``query`` or ``mutation``; ``kind`` is ``async``,
     ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
-    max_queue)`` or ``None``; ``task`` says how it runs as a task (``None``: never).
+    max_queue)`` or ``None``; ``task`` says how it runs as a task (``None``: never);
+    ``scopes`` are the OAuth scopes a caller's token needs (served with ``oauth=``).
     Build tools with the builder (``app.f``), not by hand.
     """
 
@@ -47,6 +48,7 @@ class Tool:
     max_rounds: int | None = None
     concurrency: tuple[int, int] | None = None
     task: TaskOptions | None = None
+    scopes: tuple[str, ...] = ()
     kind: str = field(init=False)
     input_schema: dict[str, Any] = field(init=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, repr=False)

@@ -16,7 +16,7 @@ from .._lazy import lazy_attributes as _lazy_attributes
 if _TYPE_CHECKING:
     from .convert import tool_definition
     from .http import HttpApp, connect, http_app, tokens_from_env
-    from .options import HttpOptions, ServerOptions
+    from .options import HttpOptions, OAuthSettings, ServerOptions
     from .server import FusionServer, RequestInfo, mcp_server
     from .stdio import serve_stdio
 
@@ -26,6 +26,7 @@ _HOMES = {
     "mcp_server": ".server",
     "HttpApp": ".http",
     "HttpOptions": ".options",
+    "OAuthSettings": ".options",
     "ServerOptions": ".options",
     "http_app": ".http",
     "connect": ".http",
@@ -38,6 +39,7 @@ __all__ = [
     "FusionServer",
     "HttpApp",
     "HttpOptions",
+    "OAuthSettings",
     "RequestInfo",
     "ServerOptions",
     "connect",

@@ -19,6 +19,12 @@ Touch points:
 * ``accepted_media``: the transport's ``Accept`` reading
   (``mcp.server.streamable_http.check_accept_headers``, in no ``__all__``), so the
   endpoint refuses exactly what the SDK's transport refuses.
+* ``protected_resource_routes``: the SDK's RFC 9728 document and its URL
+  (``mcp.server.auth.routes.create_protected_resource_routes`` and
+  ``build_resource_metadata_url``, in no ``__all__``), served at the path it names
+  and at the bare ``/.well-known/oauth-protected-resource`` some clients ask first.
+* ``principal_of``: who a verified token stands for (``principal_components``), the
+  triple the SDK binds 2025 sessions and request state to, so tasks follow it too.
 """
 
 from __future__ import annotations
@@ -27,11 +33,15 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp_types
+from mcp.server.auth.provider import AccessToken, principal_components
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from mcp.server.runner import modern_error_data
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.direct_dispatcher import DIRECT_TRANSPORT_KIND
+from pydantic import AnyHttpUrl
 from starlette.requests import Request
+from starlette.routing import Route
 
 SDK_SERIES = "mcp 2.3"
 """The SDK release series these touch points were written and tested against."""
@@ -95,3 +105,21 @@ def error_data_of(exc: Exception) -> mcp_types.ErrorData:
 def accepted_media(request: Request) -> tuple[bool, bool]:
     """Whether ``request``'s ``Accept`` admits ``application/json`` and ``text/event-stream``, as the SDK reads it."""
     return check_accept_headers(request)
+
+
+def protected_resource_routes(
+    resource: str, issuer: str, scopes: list[str], name: str | None
+) -> tuple[list[Route], str]:
+    """The SDK's RFC 9728 routes for ``resource`` (plus the bare well-known path), and the document's URL."""
+    routes = create_protected_resource_routes(
+        AnyHttpUrl(resource), [AnyHttpUrl(issuer)], scopes_supported=scopes or None, resource_name=name
+    )
+    url = str(build_resource_metadata_url(AnyHttpUrl(resource)))
+    bare = "/.well-known/oauth-protected-resource"
+    extra = [Route(bare, route.endpoint, methods=route.methods) for route in routes if route.path != bare]
+    return [*routes, *extra], url
+
+
+def principal_of(token: AccessToken) -> tuple[str, str | None, str | None]:
+    """The (client id, issuer, subject) a verified token stands for (issuer and subject ``None`` if not given)."""
+    return principal_components(token)

@@ -1,5 +1,7 @@
 """Streamable HTTP for an app: one Starlette app composed of fusion-nb's parts and the SDK's transport.
 
+* OAuth resource-server mode (``oauth=``): an outside issuer's access tokens, checked
+  by ``fusion_nb.mcp.oauth`` (which also serves the RFC 9728 document); otherwise
 * Bearer token: one static secret (generated when none is given) or several named
   ones, compared in constant time by ``BearerGate`` on the MCP route. It gives the
   SDK exactly what the SDK's own bearer stack gives it (the SDK's ``AuthenticatedUser``
@@ -21,6 +23,7 @@ import hmac
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 from mcp import Client
@@ -187,7 +190,7 @@ class HttpApp(Starlette):
 
     def __init__(self, app: App, options: HttpOptions) -> None:
         token = options.token
-        if not options.auth:
+        if not options.auth or options.oauth is not None:
             token, accepted = None, {}
         elif options.tokens is not None:
             accepted = dict(options.tokens)
@@ -198,7 +201,11 @@ class HttpApp(Starlette):
         self.tokens: Mapping[str, str] = accepted
         self.options = options
         self.server = server = server_for(app, options, http_mode=options.back_channel_refusal)
-        security = transport_security(options.host, options.allowed_hosts, options.allowed_origins)
+        hosts, origins = list(options.allowed_hosts or ()), list(options.allowed_origins or ())
+        if options.public_url is not None:  # (the name clients reach it by, behind a proxy)
+            hosts.append(urlsplit(options.public_url).netloc)
+            origins.append(options.public_url)
+        security = transport_security(options.host, hosts, origins)
         sessions = StreamableHTTPSessionManager(
             server,
             json_response=options.json_response,
@@ -224,17 +231,36 @@ class HttpApp(Starlette):
                 session_prefix=f"{options.worker_name}." if options.worker_name else "",
             )
             endpoint = RequestBodyLimitMiddleware(lean, options.max_body_bytes)
-        if options.auth:
+        discovery: list[Route] = []
+        close_verifier: Callable[[], Any] | None = None
+        if options.oauth is not None and options.public_url is not None:
+            from .oauth import oauth_parts
+
+            endpoint, discovery, close_verifier = oauth_parts(
+                endpoint,
+                options.oauth,
+                public_url=options.public_url,
+                path=options.path,
+                name=app.name,
+                tool_scopes=lambda name: tool.scopes if (tool := app.get(name)) is not None else (),
+                all_tool_scopes=lambda: [scope for tool in app.tools for scope in tool.scopes],
+                max_body_bytes=options.max_body_bytes,
+            )
+        elif options.auth:
             endpoint = BearerGate(endpoint, accepted)
         self.endpoint = lean
 
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
             async with sessions.run(), lean.sessions.running() if lean is not None else contextlib.nullcontext():
-                yield
+                try:
+                    yield
+                finally:
+                    if close_verifier is not None:
+                        await close_verifier()
 
         super().__init__(
-            routes=[Route(options.path, endpoint), Route(HEALTH_PATH, _Health())],
+            routes=[Route(options.path, endpoint), Route(HEALTH_PATH, _Health()), *discovery],
             middleware=[Middleware(BoundedRequests, body_timeout=options.body_timeout)],
             lifespan=lifespan,
         )

@@ -18,9 +18,10 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
-__all__ = ["HttpOptions", "ServerOptions", "check_tokens", "parse_tokens", "with_options"]
+__all__ = ["HttpOptions", "OAuthSettings", "ServerOptions", "check_tokens", "parse_tokens", "with_options"]
 
 _P = ParamSpec("_P")
 _O = TypeVar("_O")
@@ -111,6 +112,83 @@ def parse_tokens(text: str, where: str, *, separators: str = ",\n") -> dict[str,
     return tokens
 
 
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+#: JWT signature algorithms accepted by default: asymmetric only (the issuer publishes public keys), never ``none``
+DEFAULT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+def _http_url(name: str, value: object, *, origin_only: bool = False) -> str:
+    """``value`` as an https URL (http only on a loopback host), refused in one sentence otherwise."""
+    shown = f"{value!r:.80}"
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be an https URL, got {shown}")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{name} must be an https URL, got {shown}")
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        raise ValueError(f"{name} must be https (http only on loopback), got {shown}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{name} must have no query or fragment, got {shown}")
+    if origin_only and parts.path not in ("", "/"):
+        raise ValueError(f"{name} must be an origin such as https://nb.example.com, without a path; got {shown}")
+    return value.rstrip("/") if origin_only else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class OAuthSettings:
+    """OAuth resource-server mode: accept the access tokens an outside authorization server issues.
+
+    fusion-nb never becomes an authorization server: it reads ``issuer_url``'s metadata
+    (RFC 8414, else OpenID discovery) for its keys, checks each JWT's signature
+    (``algorithms``, never ``none``), ``iss``, ``aud`` (``audience``, by default the
+    server's own MCP URL, RFC 8707) and ``exp``/``nbf`` within ``leeway`` seconds, and
+    asks the issuer (RFC 7662 introspection, as ``client_id``/``client_secret``) about a
+    token that is not a JWT. A token signed by a key it does not know makes it re-read
+    the keys, at most once per ``key_refresh_interval`` seconds; every request to the
+    issuer waits at most ``timeout`` seconds. Every call needs ``required_scopes``; a
+    tool's own (``.scopes(...)`` on its builder) come on top. ``token_verifier``
+    (an SDK ``TokenVerifier``) replaces the built-in check.
+    """
+
+    issuer_url: str
+    audience: str | None = None
+    required_scopes: Sequence[str] = ()
+    algorithms: Sequence[str] = DEFAULT_ALGORITHMS
+    leeway: float = 30.0
+    key_refresh_interval: float = 30.0
+    client_id: str | None = None
+    client_secret: str | None = None
+    timeout: float = 5.0
+    token_verifier: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "issuer_url", _http_url("issuer_url", self.issuer_url))
+        if self.audience is not None and (not isinstance(self.audience, str) or not self.audience):
+            raise ValueError(
+                f"audience must be a non-empty string (this server's resource URL), got {self.audience!r:.80}"
+            )
+        for name in ("required_scopes", "algorithms"):
+            given = getattr(self, name)
+            if isinstance(given, str) or not all(isinstance(item, str) and item and " " not in item for item in given):
+                raise ValueError(f"{name} must be a list of names without spaces, got {given!r:.80}")
+            object.__setattr__(self, name, tuple(given))
+        refused = [alg for alg in self.algorithms if alg.lower() == "none" or alg.startswith("HS")]
+        if refused or not self.algorithms:
+            raise ValueError(
+                f"algorithms must name asymmetric signature algorithms (RS256, ES256, EdDSA ...), "
+                f"got {refused[:1] or '[]'}: 'none' proves nothing and HS* would need the issuer's secret"
+            )
+        if isinstance(self.leeway, bool) or not isinstance(self.leeway, int | float) or not 0 <= self.leeway <= 300:
+            raise ValueError(f"leeway must be a number of seconds from 0 to 300, got {self.leeway!r}")
+        _positive("key_refresh_interval", self.key_refresh_interval, "seconds")
+        _positive("timeout", self.timeout, "seconds")
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("client_secret needs client_id (the client this server introspects tokens as).")
+        if self.token_verifier is not None and not callable(getattr(self.token_verifier, "verify_token", None)):
+            raise ValueError("token_verifier must have an async verify_token(token) method (the SDK's TokenVerifier).")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServerOptions:
     """How the SDK server for an app behaves, on every transport (``mcp_server``, ``serve_stdio``).
@@ -172,6 +250,11 @@ class HttpOptions(ServerOptions):
     ``max_listens_per_owner`` 2026 ``subscriptions/listen`` streams.
     ``worker_name`` (letters, digits, ``-``, ``_``) begins every 2025 session id as
     ``NAME.``, so a load balancer can send a session's requests to its worker.
+
+    ``oauth`` (``OAuthSettings``) replaces bearer tokens by an outside authorization
+    server's access tokens and publishes the RFC 9728 metadata they need; ``public_url``
+    (an origin such as ``https://nb.example.com``, required with ``oauth``) is where
+    clients reach this server, named in every document and accepted as a Host.
     """
 
     host: str = "127.0.0.1"
@@ -190,9 +273,21 @@ class HttpOptions(ServerOptions):
     max_sessions_per_owner: int | None = 1_000
     max_listens_per_owner: int | None = 100
     worker_name: str | None = None
+    oauth: OAuthSettings | None = None
+    public_url: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.public_url is not None:
+            object.__setattr__(self, "public_url", _http_url("public_url", self.public_url, origin_only=True))
+        if self.oauth is not None:
+            if not isinstance(self.oauth, OAuthSettings):
+                raise ValueError(f"oauth must be an OAuthSettings, got {type(self.oauth).__name__}")
+            if self.token is not None or self.tokens is not None or not self.auth:
+                given = "token=" if self.token is not None else "tokens=" if self.tokens is not None else "auth=False"
+                raise ValueError(f"oauth= and {given} contradict each other: pick one way to authenticate clients.")
+            if self.public_url is None:
+                raise ValueError("oauth= needs public_url=, the origin clients reach this server at (https://...).")
         if not isinstance(self.host, str) or not self.host:
             raise ValueError(f"host must be an interface name or address, got {self.host!r}")
         if self.token is not None and self.tokens is not None:

@@ -27,6 +27,7 @@ anonymous owner. Another token gets "no such task" for everything, as SPEC 10 sa
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -42,6 +43,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
 from ..engine._jobs import started_content, started_sentence, task_owner
 from ..engine._tasks import MAX_TTL
+from ._sdk import principal_of
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of
 
@@ -81,13 +83,18 @@ class TaskParams(types.RequestParams):
 
 
 def owner_of(ctx: ServerRequestContext[Any, Any]) -> Hashable:
-    """The client identity a task belongs to: the verified token's ``client_id`` (``None``: anonymous).
+    """The identity a task belongs to: the verified token's ``client_id`` (``None``: anonymous), or with
+    OAuth (a token with a subject) its client, issuer and subject, as the SDK binds sessions.
 
     Read on every ``tools/call``; its import is at the top (``import mcp`` has loaded it already:
     an import statement here cost each call more than the lookup itself).
     """
     token = get_access_token()
-    return token.client_id if token is not None else None
+    if token is None:
+        return None
+    if token.subject is None:
+        return token.client_id
+    return json.dumps(principal_of(token))  # (OAuth: a person through a client, not every user of that client)
 
 
 def opted_in(ctx: ServerRequestContext[Any, Any]) -> bool:

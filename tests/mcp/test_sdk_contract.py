@@ -247,3 +247,30 @@ def test_the_names_resources_and_prompts_use_keep_their_shape():
     assert ResourceUpdated(uri="nb://vars/df").uri == "nb://vars/df"
     assert PromptsListChanged() == PromptsListChanged() and ResourcesListChanged() == ResourcesListChanged()
     assert list(inspect.signature(ServerSession.send_resource_updated).parameters)[:2] == ["self", "uri"]
+
+
+def test_the_protected_resource_document_and_the_principal_keep_their_shape():
+    from mcp.server.auth.provider import AccessToken
+    from starlette.testclient import TestClient
+
+    from fusion_nb.mcp._sdk import principal_of, protected_resource_routes
+
+    routes, url = protected_resource_routes("https://nb.example.com/mcp", "https://as.example.com", ["a"], "nb")
+    from starlette.applications import Starlette
+
+    with TestClient(Starlette(routes=routes)) as http:
+        documents = [
+            http.get(path).json()
+            for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource")
+        ]
+    assert url == "https://nb.example.com/.well-known/oauth-protected-resource/mcp", (
+        f"{SDK_SERIES} contract broken: build_resource_metadata_url changed its RFC 9728 URL (update _sdk)."
+    )
+    for document in documents:
+        assert document["resource"] == "https://nb.example.com/mcp" and document["scopes_supported"] == ["a"], (
+            f"{SDK_SERIES} contract broken: create_protected_resource_routes serves another document (update _sdk)."
+        )
+    token = AccessToken(token="t", client_id="ide", scopes=[], subject="alice", claims={"iss": "https://as"})
+    assert principal_of(token) == ("ide", "https://as", "alice"), (
+        f"{SDK_SERIES} contract broken: principal_components no longer gives (client, issuer, subject)."
+    )
