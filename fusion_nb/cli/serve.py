@@ -38,6 +38,15 @@ TASK_STORE_ENV = "FUSION_NB_TASK_STORE"
 TASK_LEASE_ENV = "FUSION_NB_TASK_LEASE"
 READY_FD_ENV = "FUSION_NB_READY_FD"
 TOKENS_ENV = "FUSION_NB_TOKENS"
+#: each OAuth flag's environment variable (the client secret has no flag: argv is visible to ps)
+OAUTH_ENV = {
+    "auth_issuer": "FUSION_NB_AUTH_ISSUER",
+    "auth_audience": "FUSION_NB_AUTH_AUDIENCE",
+    "auth_scopes": "FUSION_NB_AUTH_SCOPES",
+    "auth_client_id": "FUSION_NB_AUTH_CLIENT_ID",
+    "public_url": "FUSION_NB_PUBLIC_URL",
+}
+CLIENT_SECRET_ENV = "FUSION_NB_AUTH_CLIENT_SECRET"
 
 HELP = "serve a notebook's tools over MCP (stdio or Streamable HTTP)"
 
@@ -64,6 +73,9 @@ examples:
 environment:
   FUSION_NB_TOKEN       bearer token clients must send (HTTP)
   FUSION_NB_TOKENS      named tokens, each its own client: alice=<token>,ci=<token> (--tokens-file)
+  FUSION_NB_AUTH_ISSUER, FUSION_NB_AUTH_AUDIENCE, FUSION_NB_AUTH_SCOPES, FUSION_NB_AUTH_CLIENT_ID,
+  FUSION_NB_PUBLIC_URL  the OAuth flags of the same names
+  FUSION_NB_AUTH_CLIENT_SECRET  the introspection client's secret (with --auth-client-id)
   FUSION_NB_STATE_KEY   key (>= 32 characters) sealing 2026-era request state; share it between workers
   FUSION_NB_TASK_STORE  redis://HOST:PORT/DB shared by the workers for tasks (--task-store)
   FUSION_NB_TASK_LEASE  seconds a dead worker's tasks stay working before they fail (--task-lease)
@@ -94,6 +106,24 @@ def add_parser(commands: Any) -> None:
         help=f"named tokens, one name=token a line, each its own client; owner-only readable (or ${TOKENS_ENV})",
     )
     http.add_argument("--no-auth", action="store_true", help="serve without a bearer token (development only)")
+    oauth = parser.add_argument_group(
+        "OAuth resource server (http): accept an outside authorization server's tokens instead of bearer tokens"
+    )
+    oauth.add_argument("--auth-issuer", metavar="URL", help="the issuer whose access tokens are accepted (https)")
+    oauth.add_argument(
+        "--auth-audience", metavar="URL", help="the audience tokens must name (default: the public URL + /mcp)"
+    )
+    oauth.add_argument("--auth-scopes", metavar="A,B", help="scopes every call needs (a tool may add its own)")
+    oauth.add_argument(
+        "--auth-client-id",
+        metavar="ID",
+        help=f"client this server introspects opaque tokens as (its secret: ${CLIENT_SECRET_ENV})",
+    )
+    oauth.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the origin clients reach this server at, named in every document (behind a proxy: https://...)",
+    )
     http.add_argument(
         "--allow-host",
         action="append",
@@ -209,13 +239,25 @@ def run(args: argparse.Namespace) -> int:
             if given:
                 raise CliError(f"{flag} applies to --transport http only")
         return asyncio.run(_serve_stdio(args))
-    args.tokens = _named_tokens(args)
-    token = None if args.no_auth or args.tokens else (args.token or os.environ.get(TOKEN_ENV) or None)
+    for name, variable in OAUTH_ENV.items():
+        if getattr(args, name) is None and os.environ.get(variable):
+            setattr(args, name, os.environ[variable])
+    if args.auth_issuer is not None:
+        for flag, given in (("--token", args.token), ("--tokens-file", args.tokens_file), ("--no-auth", args.no_auth)):
+            if given:
+                raise CliError(f"--auth-issuer and {flag} contradict each other: pick one way to authenticate clients")
+    else:
+        for name in OAUTH_ENV:
+            if name != "public_url" and getattr(args, name) is not None:
+                raise CliError(f"--{name.replace('_', '-')} applies with --auth-issuer only")
+    args.tokens = _named_tokens(args) if args.auth_issuer is None else None
+    oauth = args.auth_issuer is not None
+    token = None if args.no_auth or args.tokens or oauth else (args.token or os.environ.get(TOKEN_ENV) or None)
     _http_options(args, token, key=None)  # a bad flag stops here, before any source is loaded or worker started
     if args.no_auth:
         log_to_stderr("WARNING: --no-auth: any program that can reach this port may call every tool")
     if args.workers > 1 and WORKER_FD_ENV not in os.environ:
-        return _supervise(args, token or (None if args.tokens else new_token()))
+        return _supervise(args, token or (None if args.tokens or oauth else new_token()))
     return asyncio.run(_serve_http(args, token))
 
 
@@ -318,15 +360,47 @@ async def _shared_tasks(args: argparse.Namespace, app: Any) -> Any:
 
 
 #: the command's flag for each option whose refusal names it (their sentences start with the option's name)
-_FLAGS = {"allowed_hosts": "--allow-host", "allowed_origins": "--allow-host", "worker_name": "--worker-name"}
+_FLAGS = {
+    "allowed_hosts": "--allow-host",
+    "allowed_origins": "--allow-host",
+    "worker_name": "--worker-name",
+    "public_url": "--public-url",
+    "issuer_url": "--auth-issuer",
+    "audience": "--auth-audience",
+    "required_scopes": "--auth-scopes",
+}
 
 
-def _http_options(args: argparse.Namespace, token: str | None, key: str | None) -> HttpOptions:
-    """The ``HttpOptions`` this command serves with (``http_app``'s one definition); a bad flag is one sentence."""
+def _oauth(args: argparse.Namespace) -> Any:
+    """The ``OAuthSettings`` of ``--auth-*`` (``None`` without ``--auth-issuer``)."""
+    from ..mcp.options import OAuthSettings
+
+    if args.auth_issuer is None:
+        return None
+    scopes = [scope for scope in (args.auth_scopes or "").replace(" ", ",").split(",") if scope]
+    return OAuthSettings(
+        issuer_url=args.auth_issuer,
+        audience=args.auth_audience,
+        required_scopes=scopes,
+        client_id=args.auth_client_id,
+        client_secret=os.environ.get(CLIENT_SECRET_ENV) or None,
+    )
+
+
+def _http_options(args: argparse.Namespace, token: str | None, key: str | None, port: int = 1) -> HttpOptions:
+    """The ``HttpOptions`` this command serves with (``http_app``'s one definition); a bad flag is one sentence.
+
+    With ``--auth-issuer`` and no ``--public-url``, the public URL is where it listens (loopback).
+    """
     from ..mcp.options import HttpOptions
 
+    public_url = args.public_url
+    if public_url is None and args.auth_issuer is not None:
+        public_url = mcp_url(args.host, port).removesuffix("/mcp")
     try:
         return HttpOptions(
+            oauth=_oauth(args),
+            public_url=public_url,
             host=args.host,
             token=token,
             tokens=getattr(args, "tokens", None),
@@ -358,7 +432,7 @@ async def _serve_http(args: argparse.Namespace, token: str | None) -> int:
     else:
         sock = socket.socket(fileno=int(inherited))
         sock.setblocking(False)
-    asgi = HttpApp(loaded.app, _http_options(args, token, key))
+    asgi = HttpApp(loaded.app, _http_options(args, token, key, port=sock.getsockname()[1]))
     from ..mcp.uvicorn_server import ConnectionLimits
     from .service import HttpService
 
@@ -392,6 +466,11 @@ def _announce(what: str, args: argparse.Namespace, port: int, token: str | None)
     """
     url = mcp_url(args.host, port)
     log_to_stderr(f"{what} at {url} (health: /healthz)")
+    if args.auth_issuer is not None:
+        public = (args.public_url or url.removesuffix("/mcp")).rstrip("/")
+        log_to_stderr(f"OAuth resource server for {public}/mcp: tokens from {args.auth_issuer}")
+        log_to_stderr(f"metadata: {public}/.well-known/oauth-protected-resource/mcp")
+        return
     if args.tokens:
         log_to_stderr(f"named tokens, each its own client: {', '.join(args.tokens)}")
     generated = token is not None and not (args.token or os.environ.get(TOKEN_ENV) or args.tokens)
@@ -597,6 +676,9 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--allow-host", host]
     if args.no_auth:
         argv.append("--no-auth")
+    for name in OAUTH_ENV:  # (the client secret stays in the environment)
+        if getattr(args, name) is not None:
+            argv += [f"--{name.replace('_', '-')}", getattr(args, name)]
     if args.task_lease is not None:
         argv += ["--task-lease", str(args.task_lease)]
     if args.verbose:

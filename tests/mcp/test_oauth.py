@@ -1,6 +1,6 @@
 """OAuth resource-server mode: the JWT/introspection verifier on real keys, and ``http_app(oauth=...)``.
 
-The issuer is ``tests/mcp/issuer.py`` on loopback (real RSA/EC keys, real HTTP); asyncio
+The issuer is ``tests/oauth_issuer.py`` on loopback (real RSA/EC keys, real HTTP); asyncio
 only: it and the served app run on uvicorn.
 """
 
@@ -11,7 +11,7 @@ import json
 import httpx
 import pytest
 from http_serving import INIT, JSON_HEADERS, serve
-from issuer import SigningKey, dead_url, issuing, unsigned
+from oauth_issuer import SigningKey, dead_url, issuing, unsigned
 
 from fusion_nb import Fusion
 from fusion_nb.mcp.jwt_verifier import JwtVerifier
