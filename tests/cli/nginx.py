@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,14 +38,25 @@ def render(listen: int, workers: list[int], logs: Path) -> str:
 
 
 @contextlib.contextmanager
-def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iterator[str]:
+def nginx(
+    tmp: Path, workers: list[int], *, worker_processes: str = "1", port: int | None = None, tls: Path | None = None
+) -> Iterator[str]:
     """Start nginx (foreground, its own prefix under ``tmp``); yields its base URL.
 
     ``worker_processes``: 1 for the tests; Debian's own nginx.conf says ``auto`` (one per core).
+    ``tls``: a folder with ``cert.pem`` and ``key.pem`` (``self_signed``): nginx then serves
+    HTTPS, and the URL is ``https://localhost:PORT``.
     """
-    port = free_port()
+    port = port or free_port()
     (tmp / "conf.d").mkdir()
-    (tmp / "conf.d" / "fusion-nb.conf").write_text(render(port, workers, tmp))
+    config = render(port, workers, tmp)
+    if tls is not None:
+        config = config.replace(
+            f"listen 127.0.0.1:{port};",
+            f"listen 127.0.0.1:{port} ssl;\n"
+            f"    ssl_certificate {tls}/cert.pem;\n    ssl_certificate_key {tls}/key.pem;",
+        )
+    (tmp / "conf.d" / "fusion-nb.conf").write_text(config)
     temp = {name: tmp / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")}
     user = "user root;\n" if os.geteuid() == 0 else ""
     (tmp / "nginx.conf").write_text(
@@ -61,24 +73,67 @@ def nginx(tmp: Path, workers: list[int], *, worker_processes: str = "1") -> Iter
     assert check.returncode == 0, check.stderr
     process = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf")])
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"https://localhost:{port}" if tls is not None else f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=20)
 
 
+def self_signed(folder: Path) -> Path:
+    """A self-signed certificate for ``localhost`` (openssl), in ``folder``; returns ``folder``."""
+    folder.mkdir(exist_ok=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(folder / "key.pem"),
+            "-out",
+            str(folder / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return folder
+
+
+def trusting(tls: Path | None) -> ssl.SSLContext | bool:
+    """What an HTTP client verifies nginx's certificate with: the ``self_signed`` one, or the system's."""
+    return ssl.create_default_context(cafile=str(tls / "cert.pem")) if tls is not None else True
+
+
 @contextlib.asynccontextmanager
-async def behind_nginx(tmp: Path, *options: str, env: dict[str, str], source: str = "service_app"):
-    """Two ``fusion-nb serve SOURCE`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``."""
+async def behind_nginx(
+    tmp: Path,
+    *options: str,
+    env: dict[str, str],
+    source: str = "service_app",
+    port: int | None = None,
+    tls: Path | None = None,
+):
+    """Two ``fusion-nb serve SOURCE`` workers behind nginx, once /healthz answers; yields ``(a, b, url)``.
+
+    ``port`` and ``tls`` go to ``nginx`` (``tls``: HTTPS with that folder's self-signed certificate).
+    """
     async with (
         served(source, *options, "--worker-name", "w1", env=env) as a,
         served(source, *options, "--worker-name", "w2", env=env) as b,
     ):
         ports = [int(worker.url.rsplit(":", 1)[1].split("/")[0]) for worker in (a, b)]
         (tmp / "nginx").mkdir()
-        with nginx(tmp / "nginx", ports) as base:
+        with nginx(tmp / "nginx", ports, port=port, tls=tls) as base:
             with anyio.fail_after(30):
-                async with httpx.AsyncClient() as http:
+                async with httpx.AsyncClient(verify=trusting(tls)) as http:
                     while True:
                         with contextlib.suppress(httpx.TransportError):
                             if (await http.get(base + "/healthz")).status_code == 200:

@@ -244,3 +244,44 @@ async def test_a_session_reaches_its_worker_whatever_the_hash_says(tmp_path):
         forged = {"Authorization": f"Bearer {TOKEN}", "Mcp-Session-Id": "w3.nothing", "MCP-Protocol-Version": LEGACY}
         unknown = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=forged)
         assert unknown.status_code in (400, 404), "an unknown prefix goes to the pool and is refused as unknown"
+
+
+async def test_behind_nginx_with_tls_the_oauth_documents_name_the_https_url(tmp_path):
+    """The shipped config passes the RFC 9728 document through; every URL in it and in the
+    challenge is the public https one (``--public-url``), not the worker's loopback http."""
+    from nginx import free_port, self_signed, trusting
+    from oauth_issuer import issuing
+
+    port, tls = free_port(), self_signed(tmp_path / "tls")
+    public = f"https://localhost:{port}"
+    async with issuing() as issuer:
+        options = ("--auth-issuer", issuer.url, "--public-url", public, "--auth-scopes", "notes:read")
+        async with (
+            behind_nginx(tmp_path, *options, env={}, port=port, tls=tls) as (_, _, url),
+            httpx.AsyncClient(verify=trusting(tls)) as http,
+        ):
+            document = await http.get(public + "/.well-known/oauth-protected-resource/mcp")
+            challenge = await http.post(url, json={}, headers={"Accept": "application/json, text/event-stream"})
+            token = issuer.token(aud=public + "/mcp", scope="notes:read")
+            accepted = await http.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "0"},
+                    },
+                },
+                headers={"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"},
+            )
+    assert url == public + "/mcp"
+    assert document.status_code == 200 and document.json()["resource"] == public + "/mcp"
+    assert challenge.status_code == 401
+    assert (
+        f'resource_metadata="{public}/.well-known/oauth-protected-resource/mcp"'
+        in challenge.headers["www-authenticate"]
+    )
+    assert accepted.status_code == 200, accepted.text
