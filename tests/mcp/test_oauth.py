@@ -252,3 +252,40 @@ async def test_a_dead_issuer_is_a_503_and_the_server_keeps_serving():
         )
     )
     assert health.status_code == 200
+
+
+async def test_two_people_through_one_client_do_not_share_tasks():
+    """Tasks belong to the token's client, issuer and subject (as the SDK binds sessions):
+    bob cannot read or cancel alice's task although both come through the same client."""
+    import anyio
+    from mcp import types
+    from mcp.shared.exceptions import MCPError
+
+    from fusion_nb.engine import tasks_of
+
+    app = Fusion("oauth-tasks", grace=2.0)
+
+    @app.f.action("report").task(poll_interval=0.2).handle
+    async def report(input, ctx):
+        await anyio.sleep(30)
+        return "done"
+
+    async with issuing() as issuer:
+        audience = "https://nb.example.com/mcp"
+        alice_owner = json.dumps(["agent", issuer.url, "alice"])
+        task = tasks_of(app).create(alice_owner, "report", {})
+        settings = OAuthSettings(issuer_url=issuer.url)
+        async with serve(app, oauth=settings, public_url="https://nb.example.com") as served:
+            async with served.client("auto", token=issuer.token(aud=audience, sub="bob")) as bob:
+                for request in (
+                    types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id)),
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task.id)),
+                ):
+                    with pytest.raises(MCPError, match=f'there is no task "{task.id}" for this client'):
+                        await bob.session.send_request(request, types.Result)
+            async with served.client("auto", token=issuer.token(aud=audience, sub="alice")) as alice:
+                await alice.session.send_request(  # (hers: answered, no error)
+                    types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id)), types.Result
+                )
+            assert task.status == "working"
+        tasks_of(app).cancel(alice_owner, task.id)
