@@ -12,6 +12,10 @@ schema, as in ``benchmarks/mcp.py``):
 * ``fusion-nb in a kernel (%fusion serve)``: a real ipykernel started with jupyter_client,
   the tool defined in a cell and ``%fusion serve`` run there (its activity panel shown,
   its iopub read by this process as a front end would);
+* ``fusion-nb, OAuth JWT``: ``http_app(app, oauth=OAuthSettings(...))``, every request's
+  RS256 JWT verified (signature, iss, aud, exp) against a JWKS its process serves on
+  another loopback port (read once, then cached); its p50 against ``fusion-nb http_app``'s
+  (a static token) is the verified JWT's cost per request, printed under the table;
 * ``fusion-nb, auth=False``: ``http_app(app, auth=False)``, to compare like with like
   (the SDK and FastMCP rows verify no token);
 * ``SDK lowlevel``: the SDK's bare low-level ``Server`` (its default middleware)
@@ -64,7 +68,8 @@ from pydantic import BaseModel
 
 IN_LOOP = "fusion-nb in-loop server, plain process"
 KERNEL = "fusion-nb in a kernel (%fusion serve)"
-SERVERS = ["fusion-nb http_app", IN_LOOP, KERNEL, "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
+OAUTH = "fusion-nb, OAuth JWT"
+SERVERS = ["fusion-nb http_app", IN_LOOP, KERNEL, OAUTH, "fusion-nb, auth=False", "SDK lowlevel", "FastMCP"]
 BASELINE = "SDK lowlevel"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -82,8 +87,8 @@ INPUT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "r
 # ---- the servers (each runs in a child process: ``benchmarks/http.py --serve NAME``) ----
 
 
-def fusion_asgi(token: str | None) -> Any:
-    """fusion-nb's HTTP app with its defaults (bearer token included; ``None``: no auth)."""
+def fusion_asgi(token: str | None, **options: Any) -> Any:
+    """fusion-nb's HTTP app with its defaults (bearer token included; ``None``: no auth, or ``options``' auth)."""
     from fusion_nb import Fusion
     from fusion_nb.mcp import http_app
 
@@ -93,7 +98,45 @@ def fusion_asgi(token: str | None) -> Any:
     async def echo(input: Any, ctx: Any) -> EchoOut:
         return EchoOut(result=input.text)
 
+    if options:
+        return http_app(app, **options)
     return http_app(app, token=token) if token is not None else http_app(app, auth=False)
+
+
+async def serve_oauth(http: str) -> None:
+    """The OAuth row: a JWKS (and RFC 8414 metadata) on one port, the app on another; prints port, then token."""
+    import jwt
+    import uvicorn
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from fusion_nb.mcp import OAuthSettings
+    from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "bench", "alg": "RS256"}
+    issuer_sock, sock = listening_socket(), listening_socket()
+    issuer = f"http://127.0.0.1:{issuer_sock.getsockname()[1]}"
+    public = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    metadata = {"issuer": issuer, "jwks_uri": issuer + "/jwks"}
+    documents = Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", lambda request: JSONResponse(metadata)),
+            Route("/jwks", lambda request: JSONResponse({"keys": [jwk]})),
+        ]
+    )
+    claims = {"iss": issuer, "aud": public + "/mcp", "sub": "bench", "client_id": "bench", "exp": time.time() + 86400}
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench"})
+    asgi = fusion_asgi(None, oauth=OAuthSettings(issuer_url=issuer), public_url=public)
+    print(sock.getsockname()[1], flush=True)
+    print(token, flush=True)
+
+    port = sock.getsockname()[1]
+    sock.close()  # (served as the static-token row is: uvicorn binding the port itself)
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", http=http)
+    await asyncio.gather(in_loop_server(documents).serve(sockets=[issuer_sock]), uvicorn.Server(config).serve())
 
 
 def sdk_asgi() -> Any:
@@ -134,6 +177,9 @@ def serve(name: str, token: str, http: str, loop: str) -> None:
     import uvicorn
 
     async def main() -> None:
+        if name == OAUTH:
+            await serve_oauth(http)
+            return
         if name == IN_LOOP:
             from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
@@ -402,7 +448,8 @@ async def servers(token: str, uvicorn_args: list[str]) -> AsyncIterator[tuple[di
             )
             processes[name] = process
             assert process.stdout is not None
-            endpoints[name] = Endpoint(int(process.stdout.readline()), token)
+            port = int(process.stdout.readline())
+            endpoints[name] = Endpoint(port, process.stdout.readline().strip() if name == OAUTH else token)
         endpoints[KERNEL] = await kernel.start()
         for endpoint in endpoints.values():
             await listening(endpoint.port)
@@ -571,6 +618,11 @@ def table(
         )
     ratio = statistics.median(latencies[KERNEL]) / statistics.median(latencies[IN_LOOP])
     lines += ["", f"Kernel p50 / the same server in a plain process: {ratio:.2f}x"]
+    static, verified = (statistics.median(latencies[name]) for name in ("fusion-nb http_app", OAUTH))
+    lines.append(
+        f"A verified JWT (OAuth) against a static token: {(verified - static) * 1e6:+,.0f} µs per call at p50 "
+        f"({verified / static:.2f}x)"
+    )
     return "\n".join(lines)
 
 

@@ -178,8 +178,8 @@ class HttpApp(Starlette):
     ``BoundedRequests``; one lifespan running the SDK's session manager and the
     endpoint's 2025 sessions. The attributes are set here only, and only read elsewhere:
 
-    * ``token``: the single bearer token (``None`` with named tokens or ``auth=False``);
-    * ``tokens``: the client ids and tokens accepted (empty with ``auth=False``);
+    * ``token``: the single bearer token (``None`` with named tokens, ``oauth`` or ``auth=False``);
+    * ``tokens``: the client ids and tokens accepted (empty with ``oauth`` or ``auth=False``);
     * ``server``: the SDK server serving the app (``FusionServer``);
     * ``options``: the ``HttpOptions`` it was built from (``options.back_channel_refusal``
       names a mode that leaves 2025 calls no way to ask the client);

@@ -32,6 +32,12 @@ MAX_TOKEN_BYTES = 16_384
 
 _MAX_DOCUMENT_BYTES = 1_000_000
 
+_CACHED_TOKENS = 1024
+"""Verified JWTs remembered (a client sends one token on every request until it expires)."""
+
+_CACHE_SECONDS = 300.0
+"""The longest a verified JWT is remembered, however late it expires."""
+
 
 class JwtVerifier:
     """An SDK ``TokenVerifier`` for one issuer and one audience (this server's resource URL).
@@ -52,6 +58,7 @@ class JwtVerifier:
         self._keys: dict[str | None, tuple[jwt.PyJWK, str | None]] = {}  # kid -> (key, the alg it pins)
         self._keys_read_at = -float("inf")
         self._failure: tuple[float, str] | None = None
+        self._verified: dict[str, tuple[float, AccessToken]] = {}  # JWT -> (remembered until, its AccessToken)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The SDK's ``TokenVerifier`` protocol: the verified token, or ``None`` when refused."""
@@ -62,13 +69,34 @@ class JwtVerifier:
 
     async def verify(self, token: str) -> AccessToken:
         """The verified token; raises ``TokenRefused`` (401) or ``IssuerUnavailable`` (503)."""
+        remembered = self._verified.get(token)
+        if remembered is not None:
+            if time.time() < remembered[0]:
+                return remembered[1]
+            del self._verified[token]
         if len(token) > MAX_TOKEN_BYTES:
             raise TokenRefused(f"the token is {len(token)} bytes long, more than the {MAX_TOKEN_BYTES} accepted")
         try:
             header = jwt.get_unverified_header(token)
         except jwt.DecodeError:
             return await self._introspect(token)
-        return await self._verify_jwt(token, header)
+        verified = await self._verify_jwt(token, header)
+        self._remember(token, verified)
+        return verified
+
+    def _remember(self, token: str, verified: AccessToken) -> None:
+        """Keep a verified JWT until it expires (at most ``_CACHE_SECONDS``): an RS256 check is the dearest step.
+
+        A JWT cannot be revoked before its ``exp`` anyway; only its signature, claims and
+        clock were checked, and the clock is checked again on every use.
+        """
+        now = time.time()
+        until = min(verified.expires_at or now, now + _CACHE_SECONDS)
+        if until <= now:
+            return
+        if len(self._verified) >= _CACHED_TOKENS:
+            self._verified.pop(next(iter(self._verified)))  # (the oldest entry)
+        self._verified[token] = (until, verified)
 
     async def aclose(self) -> None:
         """Close the connection pool to the issuer (the app's lifespan ends)."""

@@ -254,6 +254,19 @@ async def test_a_dead_issuer_is_a_503_and_the_server_keeps_serving():
     assert health.status_code == 200
 
 
+async def test_a_verified_jwt_is_remembered_until_it_expires_but_never_an_expired_one():
+    """An RS256 check is a large share of a request's cost; a client repeats its token on every request."""
+    async with issuing() as issuer:
+        verifier = verifier_for(issuer)
+        token = issuer.token(aud=RESOURCE)
+        first = await verifier.verify(token)
+        assert await verifier.verify(token) is first  # (answered from memory: no second verification)
+        expired = issuer.token(aud=RESOURCE, exp=1_000_000)
+        for _ in range(2):
+            assert await refusal(verifier, expired) == "the token has expired"
+        await verifier.aclose()
+
+
 async def test_two_people_through_one_client_do_not_share_tasks():
     """Tasks belong to the token's client, issuer and subject (as the SDK binds sessions):
     bob cannot read or cancel alice's task although both come through the same client."""
