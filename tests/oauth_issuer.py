@@ -3,8 +3,10 @@
 It publishes RFC 8414 metadata (or only OpenID discovery), a JWKS that a test can
 rotate or break, and RFC 7662 introspection for opaque tokens; it signs JWTs with
 real RSA and EC keys (PyJWT over ``cryptography``). It counts what it was asked, so a
-test can see the verifier's key refreshes. The end-to-end test uses a certified
-provider instead (``oidc-provider``, tests/interop/oauth).
+test can see the verifier's key refreshes. The end-to-end tests use a certified provider
+(``oidc-provider``: tests/interop/test_oauth_interop.py); this one stays for what no real
+provider produces (a JWKS that is not JSON, a forged signature under a published kid, HS256,
+a token without ``aud``), for counting the key reads, and for the tests that run without Node.
 """
 
 from __future__ import annotations

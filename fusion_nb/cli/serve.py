@@ -44,6 +44,7 @@ OAUTH_ENV = {
     "auth_audience": "FUSION_NB_AUTH_AUDIENCE",
     "auth_scopes": "FUSION_NB_AUTH_SCOPES",
     "auth_client_id": "FUSION_NB_AUTH_CLIENT_ID",
+    "auth_key_refresh": "FUSION_NB_AUTH_KEY_REFRESH",
     "public_url": "FUSION_NB_PUBLIC_URL",
 }
 CLIENT_SECRET_ENV = "FUSION_NB_AUTH_CLIENT_SECRET"
@@ -74,7 +75,7 @@ environment:
   FUSION_NB_TOKEN       bearer token clients must send (HTTP)
   FUSION_NB_TOKENS      named tokens, each its own client: alice=<token>,ci=<token> (--tokens-file)
   FUSION_NB_AUTH_ISSUER, FUSION_NB_AUTH_AUDIENCE, FUSION_NB_AUTH_SCOPES, FUSION_NB_AUTH_CLIENT_ID,
-  FUSION_NB_PUBLIC_URL  the OAuth flags of the same names
+  FUSION_NB_AUTH_KEY_REFRESH, FUSION_NB_PUBLIC_URL  the OAuth flags of the same names
   FUSION_NB_AUTH_CLIENT_SECRET  the introspection client's secret (with --auth-client-id)
   FUSION_NB_STATE_KEY   key (>= 32 characters) sealing 2026-era request state; share it between workers
   FUSION_NB_TASK_STORE  redis://HOST:PORT/DB shared by the workers for tasks (--task-store)
@@ -118,6 +119,11 @@ def add_parser(commands: Any) -> None:
         "--auth-client-id",
         metavar="ID",
         help=f"client this server introspects opaque tokens as (its secret: ${CLIENT_SECRET_ENV})",
+    )
+    oauth.add_argument(
+        "--auth-key-refresh",
+        metavar="SECONDS",
+        help="re-read the issuer's keys for an unknown key id at most this often (default: 30)",
     )
     oauth.add_argument(
         "--public-url",
@@ -368,6 +374,7 @@ _FLAGS = {
     "issuer_url": "--auth-issuer",
     "audience": "--auth-audience",
     "required_scopes": "--auth-scopes",
+    "key_refresh_interval": "--auth-key-refresh",
 }
 
 
@@ -378,12 +385,20 @@ def _oauth(args: argparse.Namespace) -> Any:
     if args.auth_issuer is None:
         return None
     scopes = [scope for scope in (args.auth_scopes or "").replace(" ", ",").split(",") if scope]
+    refresh = OAuthSettings.key_refresh_interval
+    if args.auth_key_refresh is not None:
+        try:
+            refresh = float(args.auth_key_refresh)
+        except ValueError:
+            given = args.auth_key_refresh[:40]
+            raise CliError(f"--auth-key-refresh must be a number of seconds, got {given!r}") from None
     return OAuthSettings(
         issuer_url=args.auth_issuer,
         audience=args.auth_audience,
         required_scopes=scopes,
         client_id=args.auth_client_id,
         client_secret=os.environ.get(CLIENT_SECRET_ENV) or None,
+        key_refresh_interval=refresh,
     )
 
 

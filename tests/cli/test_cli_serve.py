@@ -465,8 +465,16 @@ async def test_oauth_flags_serve_the_metadata_and_accept_the_issuers_tokens():
             ["--auth-issuer", "https://as.example.com", "--public-url", "https://nb.example.com/x"],
             "--public-url must be an origin such as https://nb.example.com, without a path; got 'https://nb.example.com/x'",
         ),
+        (
+            ["--auth-issuer", "https://as.example.com", "--auth-key-refresh", "soon"],
+            "--auth-key-refresh must be a number of seconds, got 'soon'",
+        ),
+        (
+            ["--auth-issuer", "https://as.example.com", "--auth-key-refresh", "0"],
+            "--auth-key-refresh must be a positive number of seconds, got 0.0",
+        ),
     ],
-    ids=["with-token", "audience-alone", "http-issuer", "public-url-path"],
+    ids=["with-token", "audience-alone", "http-issuer", "public-url-path", "key-refresh-word", "key-refresh-zero"],
 )
 def test_a_bad_oauth_flag_is_one_sentence_before_anything_loads(flags, refusal):
     done = run_cli("serve", "service_app", "--transport", "http", "--port", "0", *flags)

@@ -1,7 +1,9 @@
 """OAuth resource-server mode: the JWT/introspection verifier on real keys, and ``http_app(oauth=...)``.
 
 The issuer is ``tests/oauth_issuer.py`` on loopback (real RSA/EC keys, real HTTP); asyncio
-only: it and the served app run on uvicorn.
+only: it and the served app run on uvicorn. It makes what a real provider never issues (a forged
+signature, HS256, no ``aud``, a broken JWKS) and counts key reads; the same refusals from a
+certified provider's own tokens, and the whole flow, are tests/interop/test_oauth_interop.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,143 @@
+"""OAuth with parts nobody here wrote: a certified OpenID provider and the TypeScript SDK's OAuth client.
+
+The provider is the pinned npm ``oidc-provider`` (``oidc.py``, ``oidc_provider.mjs``); the
+server a real ``fusion-nb serve --auth-issuer``. ``oauth_flow.mjs`` connects with no token and
+the SDK does the rest (401, RFC 9728, RFC 8414, RFC 7591 registration, authorization code with
+PKCE and an RFC 8707 resource, token) while the script answers the login and consent forms over
+HTTP; then a call, a task, an elicitation, and a 403 naming the scope a tool needs.
+
+The refusals use the provider's own tokens (client credentials): expired (its clock skewed),
+for another audience, from another issuer (a second provider with the same keys), signed by a
+rotated key (picked up), opaque (introspected). Only the ``none``-algorithm token is made here:
+no provider issues one (it is the attack), so it is a real token with its signature stripped.
+What no real provider produces at all (a JWKS that is not JSON, a forged signature under a
+published kid, an HS256 token, a 1 MB token, a token without ``aud``) stays on
+``tests/oauth_issuer.py`` in tests/mcp/test_oauth.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from oidc import INTROSPECTION, OidcProvider
+from test_interop import run_node
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))  # fusion-nb serve as a subprocess
+from served import served
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@pytest.fixture
+def oidc(node) -> Iterator[OidcProvider]:
+    provider = OidcProvider(node)
+    try:
+        yield provider
+    finally:
+        provider.close()
+
+
+def serving(oidc: OidcProvider):
+    """``fusion-nb serve`` trusting ``oidc``: every call needs notes:read; it introspects as ``fusion-nb``."""
+    flags = ["--auth-issuer", oidc.issuer, "--auth-scopes", "notes:read", "--auth-client-id", INTROSPECTION[0]]
+    flags += ["--auth-key-refresh", "0.001"]  # (the rotation below comes right after the first key read)
+    return served("oauth_app", *flags, env={"FUSION_NB_AUTH_CLIENT_SECRET": INTROSPECTION[1]})
+
+
+async def test_the_typescript_sdk_authorizes_itself_and_calls_runs_a_task_and_answers_a_form(node, oidc):
+    async with serving(oidc) as server:
+        seen = json.loads(await run_node(node, "oauth_flow.mjs", server.url, "alice"))
+    assert seen["wire"][:4] == [
+        "POST /mcp 401",
+        "GET /.well-known/oauth-protected-resource/mcp 200",
+        "GET /.well-known/oauth-authorization-server 200",  # (the provider's, at its issuer)
+        "POST /reg 201",
+    ], seen["wire"]
+    assert "POST /token 200" in seen["wire"] and seen["wire"][-1] == "POST /mcp 202", seen["wire"]
+    assert seen["authorizations"] == [
+        {"scope": "notes:read", "resource": server.url, "method": "S256", "challenge": True}
+    ]
+    assert seen["prompts"] == ["login", "consent"] and seen["registered"] and seen["tokenIsJwt"]
+    assert seen["echo"] == {"text": "over oauth"}
+    assert seen["taskSupport"] == "optional" and seen["task"][0] == "taskCreated" and seen["task"][-1] == "result"
+    assert seen["taskResult"] == {"steps": 3}
+    assert (seen["elicited"], seen["elicitation"]) == ("Go ahead?", {"go": True})
+    assert seen["scope"] == "notes:read"
+    assert seen["report"]["status"] == 403
+    challenge = seen["report"]["challenge"]
+    assert challenge.startswith('Bearer error="insufficient_scope", error_description="the tool \'report\' needs the')
+    assert challenge.endswith('scope="notes:read reports:write"'), challenge
+    assert not [line for line in server.lines if "Traceback" in line], server.lines
+
+
+def _unsigned(token: str) -> str:
+    """``token`` with ``alg: none`` and no signature (what an attacker sends)."""
+    _, payload, _ = token.split(".")
+    header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "typ": "at+jwt"}).encode()).rstrip(b"=").decode()
+    return f"{header}.{payload}."
+
+
+def _kid(token: str) -> str:
+    header = token.split(".")[0]
+    return str(json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"])
+
+
+async def test_each_token_the_provider_gives_is_served_or_refused_in_one_sentence(oidc):
+    async with serving(oidc) as server, httpx.AsyncClient() as http:
+        resource = server.url
+
+        async def answer(token: str, body: dict = INIT) -> httpx.Response:
+            return await http.post(server.url, json=body, headers={**ACCEPT, "Authorization": f"Bearer {token}"})
+
+        async def served_by(token: str) -> str:
+            server.token = token
+            async with server.client() as client:
+                return str((await client.call_tool("echo", {"text": "hi"})).structured_content["text"])
+
+        assert await served_by(oidc.token(resource)) == "hi"  # (the server reads the provider's keys)
+        oidc.skew(-3600)
+        expired = oidc.token(resource)
+        oidc.skew(0)
+        refused = {
+            "expired": await answer(expired),
+            "audience": await answer(oidc.token("http://127.0.0.1:1/mcp")),
+            "issuer": await answer(oidc.token(resource, issuer=oidc.other)),
+            "none": await answer(_unsigned(oidc.token(resource))),
+            "opaque audience": await answer(oidc.token("http://127.0.0.1:1/mcp", client="opaque-agent")),
+        }
+        kid = oidc.rotate()
+        rotated = oidc.token(resource)
+        assert _kid(rotated) == kid
+        assert await served_by(rotated) == "hi"  # the new kid is picked up
+        assert await served_by(oidc.token(resource, client="opaque-agent")) == "hi"  # introspected
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "report", "arguments": {}}}
+        scopeless = await answer(oidc.token(resource), call)
+        assert await served_by(oidc.token(resource, "notes:read reports:write")) == "hi"
+    expected = {
+        "expired": "the token has expired",
+        "audience": f"the token is for another audience, not {resource}",
+        "issuer": f"the token was issued by another issuer, not {oidc.issuer}",
+        "none": "tokens signed with 'none' are not accepted (only RS256, ",
+        "opaque audience": f"the token is for another audience, not {resource}",
+    }
+    for case, response in refused.items():
+        assert response.status_code == 401, (case, response.status_code, response.text)
+        assert response.json()["error_description"].startswith(expected[case]), (case, response.json())
+        assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token", error_description="')
+    assert scopeless.status_code == 403
+    assert scopeless.headers["www-authenticate"].endswith('scope="notes:read reports:write"')
+    assert not [line for line in server.lines if "Traceback" in line], server.lines
