@@ -10,7 +10,9 @@ what that stack cannot know: a tool's own scopes (``.scopes(...)`` on its builde
 from the ``tools/call`` body) and a reason in every refusal. Its answers:
 
 * no token: 401 ``Bearer resource_metadata="...", scope="..."`` (where discovery starts);
-* a refused token: 401 ``error="invalid_token"`` with the reason in ``error_description``;
+* a refused token: 401 ``error="invalid_token"`` with the reason in ``error_description``
+  (and one log line: the operator sees why a client is turned away; no token at all is the
+  first step of discovery, not logged);
 * a token without a scope the call needs: 403 ``error="insufficient_scope", scope="..."``;
 * an issuer that cannot vouch now (down, keys not JSON): 503 and one log line.
 """
@@ -89,12 +91,14 @@ class OAuthGate:
             await self._challenge(send, 401, None, "Authentication required", self.required_scopes)
             return
         if header[:7].lower() != b"bearer " or not header[7:].strip():
-            await self._challenge(send, 401, "invalid_token", "the Authorization header is not 'Bearer <token>'")
+            malformed = "the Authorization header is not 'Bearer <token>'"
+            log.warning("bearer token refused: %s", malformed)
+            await self._challenge(send, 401, "invalid_token", malformed)
             return
         try:
             token: AccessToken = await self.verify(header[7:].strip().decode("latin-1"))
         except TokenRefused as refused:
-            log.info("bearer token refused: %s", refused)
+            log.warning("bearer token refused: %s", refused)
             await self._challenge(send, 401, "invalid_token", str(refused), self.required_scopes)
             return
         except IssuerUnavailable as down:

@@ -480,3 +480,62 @@ def test_a_bad_oauth_flag_is_one_sentence_before_anything_loads(flags, refusal):
     done = run_cli("serve", "service_app", "--transport", "http", "--port", "0", *flags)
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines() == [f"fusion-nb: error: {refusal}"], done.stderr
+
+
+@asyncio_only
+async def test_bad_input_to_the_oauth_server_is_one_sentence_and_one_log_line_and_it_keeps_serving():
+    """A malformed header, an oversized token, a JWKS that is not JSON, an issuer that does not answer:
+    each a 401 or a 503 with one sentence and one log line, and the next good token is served. A
+    1 MB token meets the server's 64 KB header limit before any token check: a 431 sentence, unless
+    the client is still sending when the server closes (then it may see only the reset). The issuer
+    is tests/oauth_issuer.py: no real provider serves a broken JWKS."""
+    from oauth_issuer import dead_url, issuing
+
+    async def post(server, authorization: str) -> httpx.Response:
+        headers = {"Accept": "application/json, text/event-stream", "Authorization": authorization}
+        async with httpx.AsyncClient() as http:
+            return await http.post(server.url, json={}, headers=headers)
+
+    async with issuing() as issuer:
+        flags = ["--auth-issuer", issuer.url, "--auth-key-refresh", "0.001"]
+        async with served("service_app", *flags) as server:
+            audience = server.url
+            answers = {
+                "malformed": await post(server, "Basic YWxpY2U6c2VjcmV0"),
+                "20 KB": await post(server, "Bearer " + "x" * 20_000),
+            }
+            try:
+                huge = await post(server, "Bearer " + "x" * 1_000_000)
+                assert (huge.status_code, huge.text) == (431, "Request headers exceed 65536 bytes.\n")
+            except httpx.TransportError:
+                pass  # (the reset of a connection closed while the client was still writing)
+            issuer.jwks_body = b"<html>not json</html>"
+            answers["JWKS"] = await post(server, "Bearer " + issuer.token(aud=audience))
+            await server.wait_for("cannot check bearer tokens: its JWKS at ")
+            logged = [line for line in server.lines if not line.startswith("fusion-nb: ")]
+            issuer.jwks_body = None
+            server.token = issuer.token(aud=audience)
+            async with server.client() as client:
+                assert (await client.call_tool("echo", {"text": "still"})).structured_content["text"] == "still"
+        async with served("service_app", "--auth-issuer", dead_url()) as dead:
+            answers["dead issuer"] = await post(dead, "Bearer " + issuer.token(aud=audience))
+            await dead.wait_for("cannot check bearer tokens: ")
+            assert (await dead.get("/healthz")).status_code == 200
+    descriptions = {case: answer.json()["error_description"] for case, answer in answers.items()}
+    assert {case: answer.status_code for case, answer in answers.items()} == {
+        "malformed": 401,
+        "20 KB": 401,
+        "JWKS": 503,
+        "dead issuer": 503,
+    }
+    assert descriptions["malformed"] == "the Authorization header is not 'Bearer <token>'"
+    assert descriptions["20 KB"] == "the token is 20000 bytes long, more than the 16384 accepted"
+    assert descriptions["JWKS"] == f"its JWKS at {issuer.url}/jwks is not JSON"
+    assert descriptions["dead issuer"].startswith("the authorization server http://127.0.0.1:")
+    assert descriptions["dead issuer"].endswith(": ConnectError)")
+    assert logged == [
+        "bearer token refused: the Authorization header is not 'Bearer <token>'",
+        "bearer token refused: the token is 20000 bytes long, more than the 16384 accepted",
+        f"cannot check bearer tokens: its JWKS at {issuer.url}/jwks is not JSON",
+    ], logged
+    assert not [line for line in server.lines + dead.lines if "Traceback" in line]
