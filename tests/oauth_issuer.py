@@ -140,8 +140,3 @@ def dead_url() -> str:
     port = sock.getsockname()[1]
     sock.close()
     return f"http://127.0.0.1:{port}"
-
-
-def unsigned(claims: dict[str, Any]) -> str:
-    """A JWT with ``alg: none`` (no signature), as an attacker would make it."""
-    return jwt.encode(claims, "", algorithm="none")

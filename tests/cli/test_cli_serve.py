@@ -426,29 +426,6 @@ def test_a_tokens_file_others_may_read_or_malformed_is_one_sentence(tmp_path, mo
     assert "a-secret" not in done.stderr
 
 
-@asyncio_only
-async def test_oauth_flags_serve_the_metadata_and_accept_the_issuers_tokens():
-    """``--auth-issuer`` with a loopback issuer (real keys): the document names the public URL,
-    a token for it is served, a static token's header is refused with the challenge."""
-    from oauth_issuer import issuing
-
-    async with issuing() as issuer:
-        flags = ["--auth-issuer", issuer.url, "--auth-scopes", "notes:read", "--public-url", "http://localhost:1"]
-        async with served("service_app", *flags) as server:
-            await server.wait_for("OAuth resource server for http://localhost:1/mcp")
-            statuses, challenge = await _discovery_and_challenge(server)
-            document = (await server.get("/.well-known/oauth-protected-resource/mcp")).json()
-            server.token = issuer.token(aud="http://localhost:1/mcp", scope="notes:read")
-            async with server.client() as client:
-                assert (await client.call_tool("echo", {"text": "a"})).structured_content["text"] == "a"
-    assert statuses["/.well-known/oauth-protected-resource/mcp"] == 200
-    assert statuses["POST /register"] == 404  # (never an authorization server)
-    assert document["resource"] == "http://localhost:1/mcp"
-    assert document["authorization_servers"] in ([issuer.url], [issuer.url + "/"])
-    assert 'resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp"' in challenge
-    assert 'scope="notes:read"' in challenge
-
-
 @pytest.mark.parametrize(
     ("flags", "refusal"),
     [

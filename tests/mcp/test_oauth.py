@@ -13,7 +13,7 @@ import json
 import httpx
 import pytest
 from http_serving import INIT, JSON_HEADERS, serve
-from oauth_issuer import SigningKey, dead_url, issuing, unsigned
+from oauth_issuer import SigningKey, dead_url, issuing
 
 from fusion_nb import Fusion
 from fusion_nb.mcp.jwt_verifier import JwtVerifier
@@ -51,23 +51,17 @@ async def test_a_jwt_from_the_issuer_is_its_subject_through_its_client():
     assert token.claims is not None and token.claims["iss"] == issuer.url
 
 
-async def test_each_bad_jwt_is_one_clear_refusal():
+async def test_each_forged_or_malformed_jwt_is_one_clear_refusal():
+    """What no real provider issues (expired, early, foreign-audience, foreign-issuer, ``none`` and
+    unknown opaque tokens from a real one: tests/interop/test_oauth_interop.py)."""
     async with issuing() as issuer:
         verifier = verifier_for(issuer)
         stranger = SigningKey(kid=issuer.keys[0].kid)  # same kid, another key: a forged signature
         cases = {
-            "the token has expired": issuer.token(aud=RESOURCE, exp=1_000_000),
-            "the token is not valid yet (its nbf or iat is in the future)": issuer.token(aud=RESOURCE, nbf=4e9),
-            f"the token is for another audience, not {RESOURCE}": issuer.token(aud="https://other.example.com/mcp"),
-            f"the token was issued by another issuer, not {issuer.url}": issuer.token(
-                aud=RESOURCE, iss="https://evil.example.com"
-            ),
             "the token has no 'aud' claim": issuer.token(),
             "the token's signature does not verify": issuer.token(aud=RESOURCE, key=stranger),
-            "tokens signed with 'none' are not accepted": unsigned({"iss": issuer.url, "aud": RESOURCE, "exp": 4e9}),
             "tokens signed with 'HS256' are not accepted": _hs256(issuer),
             "the token is 1000000 bytes long, more than the 16384 accepted": "x" * 1_000_000,
-            "the issuer says the token is not active (expired, revoked or unknown)": "opaque-unknown",
         }
         answers = {expected: await refusal(verifier, token) for expected, token in cases.items()}
         await verifier.aclose()
@@ -267,40 +261,3 @@ async def test_a_verified_jwt_is_remembered_until_it_expires_but_never_an_expire
         for _ in range(2):
             assert await refusal(verifier, expired) == "the token has expired"
         await verifier.aclose()
-
-
-async def test_two_people_through_one_client_do_not_share_tasks():
-    """Tasks belong to the token's client, issuer and subject (as the SDK binds sessions):
-    bob cannot read or cancel alice's task although both come through the same client."""
-    import anyio
-    from mcp import types
-    from mcp.shared.exceptions import MCPError
-
-    from fusion_nb.engine import tasks_of
-
-    app = Fusion("oauth-tasks", grace=2.0)
-
-    @app.f.action("report").task(poll_interval=0.2).handle
-    async def report(input, ctx):
-        await anyio.sleep(30)
-        return "done"
-
-    async with issuing() as issuer:
-        audience = "https://nb.example.com/mcp"
-        alice_owner = json.dumps(["agent", issuer.url, "alice"])
-        task = tasks_of(app).create(alice_owner, "report", {})
-        settings = OAuthSettings(issuer_url=issuer.url)
-        async with serve(app, oauth=settings, public_url="https://nb.example.com") as served:
-            async with served.client("auto", token=issuer.token(aud=audience, sub="bob")) as bob:
-                for request in (
-                    types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id)),
-                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task.id)),
-                ):
-                    with pytest.raises(MCPError, match=f'there is no task "{task.id}" for this client'):
-                        await bob.session.send_request(request, types.Result)
-            async with served.client("auto", token=issuer.token(aud=audience, sub="alice")) as alice:
-                await alice.session.send_request(  # (hers: answered, no error)
-                    types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id)), types.Result
-                )
-            assert task.status == "working"
-        tasks_of(app).cancel(alice_owner, task.id)

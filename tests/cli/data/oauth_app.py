@@ -1,4 +1,4 @@
-"""A module app for the OAuth tests: a plain call, a scoped tool, a task and an elicitation."""
+"""A module app for the OAuth tests: a plain call, a scoped tool, tasks (one held until cancelled), an elicitation."""
 
 import anyio
 
@@ -31,3 +31,9 @@ async def confirm(input, ctx):
     if go is None:
         return require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")})
     return {"go": go}
+
+
+@app.f.action("hold").task(ttl=600, poll_interval=0.1).handle
+async def hold(input, ctx):
+    await anyio.sleep_forever()
+    return "never"
