@@ -102,6 +102,7 @@ class Host:
         self.shell = shell
         self.app = app
         self.server: Any = None
+        self._notebook: str | None = None  # the notebook whose port and token the server keeps (fusion_nb.wiring)
         self.panel: Any = None  # the activity panel shown by %fusion serve and %fusion status
         self._undo_log: Callable[[], None] = _nothing  # the compact error lines while the panel shows errors
         self.interrupts: IdleInterrupts | None = None
@@ -421,15 +422,27 @@ class Host:
 
         return ToolCard(bound.tool, self.app)
 
-    def serve(self, host: str, port: int, auth: bool, token: str | None = None, hide_token: bool = False) -> Any:
+    def serve(
+        self,
+        host: str,
+        port: int,
+        auth: bool,
+        token: str | None = None,
+        hide_token: bool = False,
+        new_token: bool = False,
+    ) -> Any:
         """Start serving (once); print the URL, token and client configuration.
 
-        ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else a new one;
+        ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else the one kept
+        for this notebook (``fusion_nb.wiring``; ``new_token`` rotates it), else a new one;
+        the port kept for the notebook is reused when ``port`` is 0 and it is free.
         ``hide_token`` prints ``TOKEN`` in its place.
         """
         from IPython.core.error import UsageError
 
+        from .. import wiring
         from ..mcp.client_config import TOKEN_ENV
+        from ..mcp.client_config import new_token as fresh_token
         from ..mcp.options import HttpOptions
         from .serve import KernelServer
         from .terminal import serve_in_thread
@@ -438,18 +451,41 @@ class Host:
             print(f"Already serving at {self.server.url}; %fusion stop first to change settings.")
             return None
         chosen = token or os.environ.get(TOKEN_ENV) or None
+        notebook = wiring.notebook_path() if auth and self.kernel is not None else None
+        kept = wiring.load(notebook) if notebook else None
+        if notebook and chosen is None:
+            chosen = fresh_token() if new_token or kept is None or kept.token is None else kept.token
+        elif new_token:
+            raise UsageError(
+                "%fusion serve: --new-token rotates the token kept for a notebook; --token or "
+                f"{TOKEN_ENV} chose this one."
+            )
+        bind = port or (kept.port if kept else 0)
 
         def start() -> KernelServer:
-            return KernelServer(self.app, options, port=port)
+            return KernelServer(self.app, options, port=bind, kept=notebook is not None)
 
         try:  # the options are http_app's one definition, checked before anything binds
             options = HttpOptions(host=host, auth=auth, token=chosen if auth else None)
             # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
-            self.server = start() if self.kernel is not None else serve_in_thread(start)
+            try:
+                self.server = start() if self.kernel is not None else serve_in_thread(start)
+            except OSError:
+                if port or bind == 0:
+                    raise
+                print(
+                    f"Port {bind}, kept for this notebook, is taken; serving on a new one (pasted configs "
+                    "need the new port)."
+                )
+                bind = 0
+                self.server = start()
         except ValueError as refused:
             raise UsageError(f"%fusion serve: {refused}") from None
         except OSError as failed:
             raise UsageError(f"%fusion serve: cannot listen on {host}:{port}: {failed.strerror or failed}") from None
+        if notebook is not None:
+            wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True))
+        self._notebook = notebook
         print(self.server.snippets(hide_token=hide_token))
         if self.kernel is None:
             print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")
@@ -470,6 +506,10 @@ class Host:
             return None
         self.server.stop_soon()
         print(f"Stopped serving {self.server.url}.")
+        if self._notebook is not None:
+            from .. import wiring
+
+            wiring.forget_serving(self._notebook)
         self.server = None
         self._close_panel()
         return None

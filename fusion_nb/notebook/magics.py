@@ -143,12 +143,22 @@ class FusionMagics(Magics):
         help="inspect: only this tool (its definition and its traffic); share/unshare: the variable's name",
     )
     @argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, loopback only)")
-    @argument("--port", type=int, default=0, help="port to bind (default: a free one, new on every serve)")
+    @argument(
+        "--port",
+        type=int,
+        default=0,
+        help="port to bind (default: the one kept for this notebook under a Jupyter server, else a free one)",
+    )
     @argument(
         "--token",
         default=None,
-        help="bearer token clients must send (default: $FUSION_NB_TOKEN, else generated anew on every serve); "
-        "with --port it keeps a pasted client config working after a kernel restart",
+        help="bearer token clients must send (default: $FUSION_NB_TOKEN, else the one kept for this notebook "
+        "under a Jupyter server, else generated anew on every serve)",
+    )
+    @argument(
+        "--new-token",
+        action="store_true",
+        help="rotate the token kept for this notebook (configs pasted before stop working)",
     )
     @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")
     @argument(
@@ -192,7 +202,12 @@ class FusionMagics(Magics):
             if args.job_tools:
                 enable_job_tools(self.host.app)
             return self.host.serve(
-                host=args.host, port=args.port, auth=not args.no_auth, token=args.token, hide_token=args.hide_token
+                host=args.host,
+                port=args.port,
+                auth=not args.no_auth,
+                token=args.token,
+                hide_token=args.hide_token,
+                new_token=args.new_token,
             )
         if args.command == "stop":
             return self.host.stop()

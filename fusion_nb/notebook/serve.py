@@ -23,17 +23,19 @@ from ..mcp.uvicorn_server import in_loop_server, listening_socket
 class KernelServer:
     """``%fusion serve``'s server: uvicorn as a task of the running loop, its URL, token and client configs."""
 
-    def __init__(self, app: App, options: HttpOptions | None = None, *, port: int = 0) -> None:
+    def __init__(self, app: App, options: HttpOptions | None = None, *, port: int = 0, kept: bool = False) -> None:
         """Bind now (``port`` 0: a free one) and serve ``app`` with ``options`` on the running loop.
 
-        ``options`` default to ``HttpOptions()``: loopback, a generated token.
+        ``options`` default to ``HttpOptions()``: loopback, a generated token. ``kept``: the
+        port and token are kept for the notebook (``fusion_nb.wiring``) and survive a restart.
         """
         options = options or HttpOptions()
         host = options.host
         self.asgi = HttpApp(app, options)
         self.token: str | None = self.asgi.token
-        self.port_fixed = port != 0
-        self.token_fixed = options.token is not None
+        self.kept = kept
+        self.port_fixed = port != 0 or kept
+        self.token_fixed = options.token is not None or kept
         self._socket = listening_socket(host, port)
         self.host = host
         self.port: int = self._socket.getsockname()[1]
@@ -74,6 +76,13 @@ class KernelServer:
         unless ``--token`` or ``FUSION_NB_TOKEN`` did. ``hide_token`` prints ``TOKEN``
         in its place, for a notebook that will be saved or shared.
         """
+        if self.kept:
+            note = (
+                "Port and token are kept for this notebook (in Jupyter's runtime directory): serving it again, "
+                "after a kernel restart too, reuses them; %fusion serve --new-token rotates the token."
+            )
+            hidden = "fusion_nb.notebook.server().token holds it" if hide_token else None
+            return client_config.http_configs(self.url, self.token, note=note, hidden=hidden)
         note = client_config.restart_note(
             port_fixed=self.port_fixed,
             token_fixed=self.token_fixed or self.token is None,

@@ -167,3 +167,39 @@ async def test_a_fixed_port_and_token_and_a_hidden_token(kernel):
     again = await kernel.run(f"%fusion serve --port {port} --token other-token-0123456789")
     assert "Bearer token: other-token-0123456789" in again.stdout
     await kernel.run("%fusion stop")
+
+
+async def test_a_notebook_served_again_keeps_its_port_and_token(tmp_path, monkeypatch):
+    """Under a Jupyter server (``JPY_SESSION_NAME``) a new kernel of the same notebook serves on the same
+    port with the same token, kept owner-only in Jupyter's runtime directory; ``--new-token`` rotates it."""
+    from kernel_harness import Kernel
+
+    from fusion_nb import wiring
+
+    notebook = tmp_path / "analysis.ipynb"
+    env = {"JPY_SESSION_NAME": str(notebook), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    served = []
+    for _ in range(2):  # the second kernel is the first one restarted
+        kernel = await Kernel(env).start()
+        try:
+            printed, url, token = await serve_shout(kernel)
+            assert "kept for this notebook" in printed.stdout, printed.stdout
+            async with connect(url, token, "auto") as client:
+                assert (await client.call_tool("shout", {"text": "again"})).content[0].text == "AGAIN"
+            served.append((url, token))
+            if len(served) == 2:
+                await kernel.run("%fusion stop")
+                await kernel.run(WAIT_FOR_PORT.format(port=int(url.rsplit(":", 1)[1].split("/")[0])))
+                rotated = await kernel.run("%fusion serve --new-token")
+                new_token = re.search(r"Bearer token: (\S+)", rotated.stdout).group(1)
+                assert f"MCP endpoint: {url}" in rotated.stdout and new_token != token
+                async with httpx.AsyncClient() as http:
+                    old = await http.post(url, json={}, headers={"Authorization": f"Bearer {token}"})
+                assert old.status_code == 401
+        finally:
+            await kernel.stop()
+    assert served[0] == served[1]
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", env["JUPYTER_RUNTIME_DIR"])
+    assert wiring.record_path(str(notebook)).stat().st_mode & 0o777 == 0o600
+    kept = wiring.load(str(notebook))
+    assert kept is not None and kept.token == new_token and kept.serving
