@@ -13,13 +13,20 @@ $(PY):
 	  { echo "fusion-nb needs Python 3.11 or newer; $(PYTHON) is not: run make PYTHON=python3.12 ..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+# An editable install skips the wheel's data files: the server extension's enabling file is copied
+# into the venv's etc/jupyter by hand (the wheel ships it; tests/test_packaging.py checks both).
+SERVER_CONFIG := jupyter-config/jupyter_server_config.d/fusion_nb.json
+ENABLE_SERVER_EXTENSION := install -D -m 644 $(SERVER_CONFIG) $(VENV)/etc/jupyter/jupyter_server_config.d/fusion_nb.json
+
+$(STAMP): pyproject.toml $(SERVER_CONFIG) | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(ENABLE_SERVER_EXTENSION)
 	touch $(STAMP)
 
 # Running the notebooks needs the package, JupyterLab and Notebook 7 only (the `lab` extra), not the test tools.
-$(LAB_STAMP): pyproject.toml | $(PY)
+$(LAB_STAMP): pyproject.toml $(SERVER_CONFIG) | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[lab]'
+	$(ENABLE_SERVER_EXTENSION)
 	touch $(LAB_STAMP)
 
 # Opens notebook 01 (not the launcher); `jupyter notebook` (Notebook 7) works on the same venv.

@@ -209,6 +209,10 @@ def test_every_package_of_the_tree_is_in_the_wheel_with_its_typing_marker(built:
     assert not missing, f"packages of the tree left out of the wheel: {missing}"
     assert "fusion_nb/py.typed" in files
     assert "fusion_nb/engine/_backends/__init__.py" in files  # the one 0.1.0 left out
+    # the one data file: it enables the Jupyter server extension wherever the wheel is installed
+    version = pyproject()["project"]["version"]
+    enabling = f"fusion_nb-{version}.data/data/etc/jupyter/jupyter_server_config.d/fusion_nb.json"
+    assert enabling in files, sorted(name for name in files if ".data/" in name)
     strays = sorted(name for name in files if not name.startswith(("fusion_nb/", "fusion_nb-")))
     assert not strays, f"the wheel installs files outside fusion_nb: {strays}"
 

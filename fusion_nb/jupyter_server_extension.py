@@ -1,0 +1,126 @@
+"""The Jupyter server extension: each served notebook's MCP endpoint under the Jupyter server's own URL.
+
+``{base_url}fusion/mcp/{notebook path}`` (the notebook's API path, as in ``{base_url}lab/tree/...``)
+forwards to the loopback endpoint ``%fusion serve`` opened in that notebook's kernel. The URL
+names the notebook, not the kernel: kernel ids change on every restart and a pasted config must
+not, and ``fusion_nb.wiring`` keeps one port and token per notebook, which is how the extension
+finds the kernel. Requests are authenticated by the Jupyter server's own auth (its token, a
+JupyterHub API token through the hub's identity provider) and authorized as executing in kernels:
+whoever passes can already run code there. The client never holds the kernel's bearer token;
+the extension adds it. Bodies stream both ways chunk by chunk (SSE is never buffered), and a
+request while no kernel serves the notebook is answered 503 in one sentence.
+
+Proxying over the kernel's loopback port keeps the kernel side unchanged (the same uvicorn
+server the direct URL reaches); ``benchmarks/http.py --through-jupyter`` measures its cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+import httpx2 as httpx
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from . import wiring
+
+#: what a call gets while no kernel serves the notebook (503)
+NOT_SERVING = "the notebook's kernel is not serving; run %fusion serve"
+#: request headers an MCP client sends that the kernel's endpoint reads
+_REQUEST_HEADERS = ("Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "User-Agent")
+#: response headers passed back (hop-by-hop ones and Content-Length stay with each hop)
+_RESPONSE_HEADERS = ("Content-Type", "Mcp-Session-Id", "Cache-Control", "Mcp-Protocol-Version", "X-Accel-Buffering")
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "fusion_nb.jupyter_server_extension"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    web_app = serverapp.web_app
+    pattern = url_path_join(web_app.settings["base_url"], r"fusion/mcp/(.+)")
+    client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), trust_env=False)
+    web_app.settings["fusion_nb_client"] = client
+    web_app.add_handlers(".*$", [(pattern, McpProxyHandler)])
+    serverapp.log.info("fusion-nb: served notebooks' MCP endpoints at %s", pattern)
+
+
+class McpProxyHandler(JupyterHandler):
+    """Forward one MCP request to the notebook's kernel and stream its answer back."""
+
+    auth_resource = "kernels"
+    _task: asyncio.Future[None] | None = None
+
+    def check_xsrf_cookie(self) -> None:
+        """MCP clients send the token in a header, never a cookie; a cookie-only browser request is refused."""
+        if not self.request.headers.get("Authorization") and not self.get_argument("token", ""):
+            super().check_xsrf_cookie()
+
+    @web.authenticated
+    @authorized("execute")
+    async def post(self, path: str) -> None:
+        await self._forward(path)
+
+    @web.authenticated
+    @authorized("execute")
+    async def get(self, path: str) -> None:
+        await self._forward(path)
+
+    @web.authenticated
+    @authorized("execute")
+    async def delete(self, path: str) -> None:
+        await self._forward(path)
+
+    def on_connection_close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()  # the client went away: so does the request to the kernel
+
+    async def _forward(self, path: str) -> None:
+        self._task = asyncio.ensure_future(self._proxy(path))
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def _refuse(self, sentence: str) -> None:
+        self.set_status(503)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(sentence + "\n")
+
+    async def _proxy(self, path: str) -> None:
+        notebook = os.path.join(os.path.abspath(self.settings["server_root_dir"]), *path.strip("/").split("/"))
+        kept = wiring.load(notebook)
+        if kept is None or not kept.serving:
+            return self._refuse(NOT_SERVING)
+        headers = {name: value for name in _REQUEST_HEADERS if (value := self.request.headers.get(name)) is not None}
+        if kept.token:
+            headers["Authorization"] = f"Bearer {kept.token}"
+        client: httpx.AsyncClient = self.settings["fusion_nb_client"]
+        request = client.build_request(
+            self.request.method or "POST",
+            f"http://127.0.0.1:{kept.port}/mcp",
+            headers=headers,
+            content=self.request.body or None,
+        )
+        try:
+            upstream = await client.send(request, stream=True)
+        except httpx.TransportError:
+            return self._refuse(NOT_SERVING)
+        try:
+            self.set_status(upstream.status_code)
+            self.clear_header("Content-Type")
+            for name in _RESPONSE_HEADERS:
+                if (value := upstream.headers.get(name)) is not None:
+                    self.set_header(name, value)
+            async for chunk in upstream.aiter_raw():
+                self.write(chunk)
+                await self.flush()
+        except httpx.TransportError:
+            pass  # the kernel went away mid-answer: end this one; the next call gets the sentence
+        finally:
+            await upstream.aclose()
+        if not self._finished:
+            self.finish()
