@@ -31,10 +31,31 @@ from . import wiring
 
 #: what a call gets while no kernel serves the notebook (503)
 NOT_SERVING = "the notebook's kernel is not serving; run %fusion serve"
-#: request headers an MCP client sends that the kernel's endpoint reads
-_REQUEST_HEADERS = ("Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "User-Agent")
-#: response headers passed back (hop-by-hop ones and Content-Length stay with each hop)
-_RESPONSE_HEADERS = ("Content-Type", "Mcp-Session-Id", "Cache-Control", "Mcp-Protocol-Version", "X-Accel-Buffering")
+#: headers that stay with one hop (RFC 9110 7.6.1), the Jupyter credential and cookies, and what
+#: each hop sets itself; every other header passes both ways (2026-07-28 requests carry Mcp-Method,
+#: Mcp-Name and Mcp-Param-* that the kernel reads)
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "authorization",
+        "cookie",
+        "set-cookie",
+        "origin",
+        "x-xsrftoken",
+        "server",
+        "date",
+        "www-authenticate",
+    }
+)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -95,9 +116,9 @@ class McpProxyHandler(JupyterHandler):
         kept = wiring.load(notebook)
         if kept is None or not kept.serving:
             return self._refuse(NOT_SERVING)
-        headers = {name: value for name in _REQUEST_HEADERS if (value := self.request.headers.get(name)) is not None}
+        headers = [(name, value) for name, value in self.request.headers.get_all() if name.lower() not in _HOP]
         if kept.token:
-            headers["Authorization"] = f"Bearer {kept.token}"
+            headers.append(("Authorization", f"Bearer {kept.token}"))
         client: httpx.AsyncClient = self.settings["fusion_nb_client"]
         request = client.build_request(
             self.request.method or "POST",
@@ -112,9 +133,9 @@ class McpProxyHandler(JupyterHandler):
         try:
             self.set_status(upstream.status_code)
             self.clear_header("Content-Type")
-            for name in _RESPONSE_HEADERS:
-                if (value := upstream.headers.get(name)) is not None:
-                    self.set_header(name, value)
+            for name, value in upstream.headers.multi_items():
+                if name.lower() not in _HOP:
+                    self.add_header(name, value)
             async for chunk in upstream.aiter_raw():
                 self.write(chunk)
                 await self.flush()

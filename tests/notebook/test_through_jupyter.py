@@ -154,3 +154,72 @@ async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):
                 assert stopped.status_code == 503 and stopped.text.strip() == NOT_SERVING
             finally:
                 await kernel.stop()
+
+
+TOOLS = [
+    '''%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()
+"""Refund an invoice after a person approves it."""
+approved = read_input("confirm")
+if approved is None:
+    return require_input.elicit(f"Refund {input.id}?", {"confirm": ask.boolean("Approve")}, state={"id": input.id})
+return f"refunded {read_request_state()['id']}" if approved else "declined"''',
+    '''%%fusion_tool f.query("stall")
+"""Wait until cancelled."""
+probe["state"] = "entered"
+try:
+    await anyio.sleep(3600)
+finally:
+    probe["state"] = "cleaned"''',
+    '''%%fusion_tool f.action("report").with_number("seconds").task(poll_interval=0.2)
+"""A job run as a task."""
+await anyio.sleep(input.seconds)
+return f"report after {input.seconds} s"''',
+    '''%%fusion_prompt review
+"""Review a function."""
+Review {function}.''',
+]
+
+
+async def wait_for_state(kernel: Kernel, state: str) -> None:
+    with anyio.fail_after(30):
+        while (await kernel.run("print(probe.get('state'))")).stdout.strip() != state:
+            await anyio.sleep(0.05)
+
+
+async def test_elicitation_cancel_tasks_resources_and_prompts_through_the_jupyter_server(tmp_path):
+    from mcp import types
+
+    from fusion_nb.mcp.tasks_client import TasksExtension
+
+    async def approve(context, params):  # type: ignore[no-untyped-def]
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    with jupyter_server(tmp_path) as (url, runtime):
+        endpoint = f"{url}fusion/mcp/{NOTEBOOK}"
+        http = httpx.AsyncClient(headers={"Authorization": f"token {TOKEN}"}, timeout=60)
+        async with http, notebook_kernel(http, url, runtime) as (_, kernel):
+            await kernel.run("%load_ext fusion_nb\nimport anyio\nprobe = {}\nscores = [1, 2, 3]")
+            for cell in TOOLS:
+                await kernel.run(cell)
+            await kernel.run("%fusion share scores")
+            await kernel.run("%fusion serve")
+            for mode in ("legacy", "auto"):
+                async with connect(endpoint, TOKEN, mode=mode, elicitation_callback=approve) as client:
+                    refund = await client.call_tool("billing.refund", {"id": "inv-7"})
+                    assert refund.content[0].text == "refunded inv-7", (mode, refund)
+                    (read,) = (await client.read_resource("nb://vars/scores")).contents
+                    assert "1" in read.text and "3" in read.text, read
+                    got = await client.get_prompt("review", {"function": "f"})
+                    assert got.messages[0].content.text == "Review f."
+                    await kernel.run("probe.clear()")
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(lambda: client.call_tool("stall", {}))
+                        await wait_for_state(kernel, "entered")
+                        group.cancel_scope.cancel()
+                    await wait_for_state(kernel, "cleaned")
+            tasks = TasksExtension()
+            async with connect(endpoint, TOKEN, mode="auto", extensions=[tasks], read_timeout_seconds=2) as client:
+                answer = await client.call_tool("report", {"seconds": 3})
+            assert answer.content[0].text == "report after 3.0 s"
+            assert "working" in tasks.seen and tasks.seen[-1] == "completed", tasks.seen
+            await kernel.run("%fusion stop")
