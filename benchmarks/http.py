@@ -222,8 +222,8 @@ def uvicorn_settings(http: str, loop: str) -> str:
 class Connection:
     """One keep-alive HTTP/1.1 connection sending MCP POSTs and reading whole responses."""
 
-    def __init__(self, port: int, token: str) -> None:
-        self.port, self.token = port, token
+    def __init__(self, port: int, token: str, path: str = "/mcp") -> None:
+        self.port, self.token, self.path = port, token, path
         self.session: str | None = None
 
     async def open(self) -> None:
@@ -238,7 +238,7 @@ class Connection:
     async def post(self, body: bytes, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
         """POST one JSON-RPC message; the response headers and whole body."""
         lines = [
-            "POST /mcp HTTP/1.1",
+            f"POST {self.path} HTTP/1.1",
             f"Host: 127.0.0.1:{self.port}",
             f"Authorization: Bearer {self.token}",
             "Content-Type: application/json",
@@ -289,9 +289,9 @@ class Wire:
             return {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": self.tool}
         return {"MCP-Protocol-Version": LEGACY}
 
-    async def connect(self, port: int, token: str) -> Connection:
+    async def connect(self, port: int, token: str, path: str = "/mcp") -> Connection:
         """A connection ready to call (2025: with its session initialized)."""
-        connection = Connection(port, token)
+        connection = Connection(port, token, path)
         await connection.open()
         if self.version == LEGACY:
             init = {
@@ -319,6 +319,7 @@ class Endpoint:
 
     port: int
     token: str
+    path: str = "/mcp"
 
 
 #: the cell that defines the benchmark's tool in the kernel (the same echo as ``fusion_asgi``)
@@ -367,10 +368,17 @@ class BenchKernel:
         self.idle: dict[str, asyncio.Future[None]] = {}
         self._stdout: list[str] = []
 
-    async def start(self) -> Endpoint:
-        """Start the kernel, define the tool, serve; the endpoint ``%fusion serve`` printed."""
-        await self.km.start_kernel(env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
-        self.kc = self.km.client()
+    async def start(self, connection_file: str | None = None) -> Endpoint:
+        """Start the kernel (or attach to a Jupyter server's), define the tool, serve; the endpoint printed."""
+        if connection_file is None:
+            await self.km.start_kernel(env={**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+            self.kc = self.km.client()
+        else:
+            from jupyter_client.asynchronous import AsyncKernelClient
+
+            self.kc = AsyncKernelClient(connection_file=connection_file)
+            self.kc.load_connection_file()
+            self.km = None  # type: ignore[assignment]  # the Jupyter server owns this kernel
         self.kc.start_channels()
         await self.kc.wait_for_ready(timeout=60)
         self._readers = [asyncio.create_task(self._read_iopub()), asyncio.create_task(self._read_shell())]
@@ -428,7 +436,8 @@ class BenchKernel:
         for reader in self._readers:
             reader.cancel()
         self.kc.stop_channels()
-        await self.km.shutdown_kernel(now=True)
+        if self.km is not None:
+            await self.km.shutdown_kernel(now=True)
 
 
 @contextlib.asynccontextmanager
@@ -480,7 +489,7 @@ async def listening(port: int, timeout: float = 30.0) -> None:
 
 async def sequential(wire: Wire, endpoint: Endpoint, calls: int) -> list[float]:
     """One client, ``calls`` calls in a row: each call's latency."""
-    connection = await wire.connect(endpoint.port, endpoint.token)
+    connection = await wire.connect(endpoint.port, endpoint.token, endpoint.path)
     clock = time.perf_counter
     latencies = []
     try:
@@ -495,7 +504,7 @@ async def sequential(wire: Wire, endpoint: Endpoint, calls: int) -> list[float]:
 
 async def concurrent(wire: Wire, endpoint: Endpoint, clients: int, calls_each: int) -> float:
     """``clients`` connections calling at once: calls per second."""
-    connections = [await wire.connect(endpoint.port, endpoint.token) for _ in range(clients)]
+    connections = [await wire.connect(endpoint.port, endpoint.token, endpoint.path) for _ in range(clients)]
 
     async def client(connection: Connection) -> None:
         for number in range(calls_each):
@@ -626,6 +635,80 @@ def table(
     return "\n".join(lines)
 
 
+# ---- --through-jupyter: the same kernel endpoint direct and through fusion-nb's Jupyter server extension ----
+
+JUPYTER_TOKEN = "bench-jupyter-" + "j" * 32
+JUPYTER_BASE = "/user/bench/"
+
+
+@contextlib.asynccontextmanager
+async def jupyter_kernel(tmp: str) -> AsyncIterator[tuple[Endpoint, Endpoint]]:
+    """``jupyter server`` (base URL, token) with a notebook's kernel serving echo: (direct, through Jupyter)."""
+    import httpx
+
+    root = os.path.join(tmp, "root")
+    os.makedirs(root)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": os.path.join(tmp, "runtime"), "JUPYTER_CONFIG_DIR": tmp}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1"]
+    command += [f"--ServerApp.port={port}", f"--IdentityProvider.token={JUPYTER_TOKEN}"]
+    command += [f"--ServerApp.base_url={JUPYTER_BASE}", f"--ServerApp.root_dir={root}", "--log-level=WARN"]
+    server = subprocess.Popen(command, env=env)
+    kernel = BenchKernel()
+    try:
+        await listening(port, 90)
+        url = f"http://127.0.0.1:{port}{JUPYTER_BASE}"
+        async with httpx.AsyncClient(headers={"Authorization": f"token {JUPYTER_TOKEN}"}, timeout=60) as http:
+            body = {"path": "bench.ipynb", "name": "bench.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+            session = (await http.post(f"{url}api/sessions", json=body)).raise_for_status().json()
+        kernel_file = os.path.join(env["JUPYTER_RUNTIME_DIR"], f"kernel-{session['kernel']['id']}.json")
+        direct = await kernel.start(kernel_file)
+        yield direct, Endpoint(port, JUPYTER_TOKEN, f"{JUPYTER_BASE}fusion/mcp/bench.ipynb")
+    finally:
+        with contextlib.suppress(Exception):
+            await kernel.stop()
+        server.terminate()
+        server.wait(20)
+
+
+async def through_jupyter(calls: int, rounds: int, clients: int, per_client: int, warmup: int) -> None:
+    """Direct vs through the Jupyter server, both wires, interleaved rounds: p50, calls/s and their ratios."""
+    import tempfile
+
+    names = ["direct (kernel loopback)", "through Jupyter (extension)"]
+    with tempfile.TemporaryDirectory() as tmp:
+        async with jupyter_kernel(tmp) as (direct, through):
+            endpoints = dict(zip(names, (direct, through), strict=True))
+            for version in (MODERN, LEGACY):
+                wire = Wire(version)
+                for endpoint in endpoints.values():
+                    await sequential(wire, endpoint, warmup)
+                latencies: dict[str, list[float]] = {name: [] for name in names}
+                rates: dict[str, list[float]] = {name: [] for name in names}
+                for turn in range(rounds):
+                    order = names if turn % 2 == 0 else names[::-1]
+                    for name in order:
+                        latencies[name] += await sequential(wire, endpoints[name], calls)
+                    for name in order:
+                        rates[name].append(await concurrent(wire, endpoints[name], clients, per_client))
+                print(f"### {version}: a kernel's endpoint direct vs through the Jupyter server")
+                print()
+                print(f"| route | 1 client p50 µs | p99 µs | {clients} clients calls/s |")
+                print("|---|---:|---:|---:|")
+                for name in names:
+                    values = sorted(latencies[name])
+                    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+                    rate = statistics.median(rates[name])
+                    print(f"| {name} | {statistics.median(values) * 1e6:,.0f} | {p99 * 1e6:,.0f} | {rate:,.0f} |")
+                p50s = [statistics.median(latencies[name]) for name in names]
+                rate_ratio = statistics.median(rates[names[1]]) / statistics.median(rates[names[0]])
+                print()
+                print(f"Through / direct: p50 {p50s[1] / p50s[0]:.2f}x, calls/s {rate_ratio:.2f}x")
+                print()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="sequential calls per server per round")
@@ -637,6 +720,11 @@ if __name__ == "__main__":
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"], help="every server's event loop")
     parser.add_argument("--agents", type=int, default=10, help="clients calling the kernel while a cell runs")
     parser.add_argument("--kernel-calls", type=int, default=10_000, help="calls of the kernel's memory check")
+    parser.add_argument(
+        "--through-jupyter",
+        action="store_true",
+        help="only: a notebook's kernel endpoint direct vs through fusion-nb's Jupyter server extension",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -644,6 +732,8 @@ if __name__ == "__main__":
         parser.error("--loop uvloop needs uvloop installed (pip install uvloop); fusion-nb does not depend on it")
     if args.serve:
         serve(args.serve, args.token, args.http, args.loop)
+    elif args.through_jupyter:
+        asyncio.run(through_jupyter(args.calls, args.rounds, args.clients, args.per_client, args.warmup))
     else:
         asyncio.run(
             main(

@@ -136,9 +136,14 @@ class McpProxyHandler(JupyterHandler):
             for name, value in upstream.headers.multi_items():
                 if name.lower() not in _HOP:
                     self.add_header(name, value)
-            async for chunk in upstream.aiter_raw():
-                self.write(chunk)
-                await self.flush()
+            if upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
+                # each event goes out as it comes (no Nagle wait for the next write)
+                self.request.connection.stream.set_nodelay(True)  # type: ignore[union-attr]
+                async for chunk in upstream.aiter_raw():
+                    self.write(chunk)
+                    await self.flush()
+            else:  # one JSON answer: one write with its length, not a chunked trickle
+                self.write(b"".join([chunk async for chunk in upstream.aiter_raw()]))
         except httpx.TransportError:
             pass  # the kernel went away mid-answer: end this one; the next call gets the sentence
         finally:
