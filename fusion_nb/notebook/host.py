@@ -487,6 +487,12 @@ class Host:
             wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True))
         self._notebook = notebook
         print(self.server.snippets(hide_token=hide_token))
+        if notebook is not None:
+            from .jupyter_route import jupyter_route, route_configs
+
+            route = jupyter_route(notebook)
+            if route is not None:
+                print(route_configs(route, hide_token=hide_token))
         if self.kernel is None:
             print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")
         if has_widget_frontend():

@@ -20,11 +20,13 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from desktop_host import host_client
 from jupyter_client.asynchronous import AsyncKernelClient
 from kernel_harness import Kernel, serve_shout
 
 from fusion_nb.jupyter_server_extension import NOT_SERVING
 from fusion_nb.mcp import connect
+from fusion_nb.mcp.client_config import printed_configs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
@@ -116,7 +118,20 @@ async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):
             before = await http.post(endpoint, json={})
             assert before.status_code == 503 and before.text.strip() == NOT_SERVING
             async with notebook_kernel(http, url, runtime) as (kernel_id, kernel):
-                await serve_shout(kernel)
+                printed, _, _ = await serve_shout(kernel)
+                # %fusion serve prints the Jupyter URL, its credential and the hosts' configs for it
+                assert "Through the Jupyter server (reachable from any machine" in printed.stdout, printed.stdout
+                assert f": {endpoint}\n" in printed.stdout and f"server's token: {TOKEN}" in printed.stdout
+                assert (
+                    f'claude mcp add --transport http fusion-nb {endpoint} --header "Authorization: token {TOKEN}"'
+                    in printed.stdout
+                )
+                configs = printed_configs(printed.stdout)
+                desktop = configs["Claude Desktop (claude_desktop_config.json) through Jupyter"]["mcpServers"]
+                vscode = configs["VS Code (.vscode/mcp.json) through Jupyter"]["servers"]
+                for entry in (desktop["fusion-nb"], vscode["fusion-nb"]):  # as pasted into each host
+                    async with host_client(entry) as client:
+                        assert (await client.call_tool("shout", {"text": "desk"})).content[0].text == "DESK"
                 for mode in ("legacy", "auto"):
                     progress: list[float] = []
 
