@@ -1,27 +1,17 @@
 """The MCP endpoint through a real ``jupyter server`` (fusion_nb.jupyter_server_extension), under a base URL.
 
-The server runs from this venv with its sys-prefix config (which enables the extension, as an
-installed wheel does), a token and ``/user/alice/`` as base URL; the kernel is started through
-its sessions API, as JupyterLab starts one, and driven over its connection file.
+The server (tests/jupyter_serving.py) has a token and ``/user/alice/`` as base URL; the kernel is
+started through its sessions API, as JupyterLab starts one. The Python SDK client here; the
+TypeScript SDK's is tests/interop/test_through_jupyter_interop.py.
 """
 
 from __future__ import annotations
-
-import asyncio
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 from desktop_host import host_client
-from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_serving import TOKEN, AttachedKernel, jupyter_server, notebook_kernel
 from kernel_harness import Kernel, serve_shout
 
 from fusion_nb.jupyter_server_extension import NOT_SERVING
@@ -30,94 +20,16 @@ from fusion_nb.mcp.client_config import printed_configs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
-TOKEN = "jupyter-token-0123456789abcdef"
-BASE = "/user/alice/"
-NOTEBOOK = "work/analysis.ipynb"
-
-
-class AttachedKernel(Kernel):
-    """A kernel the Jupyter server started, driven through its connection file (the server owns it)."""
-
-    def __init__(self, connection_file: Path) -> None:
-        super().__init__()
-        self.connection_file = connection_file
-
-    async def start(self) -> AttachedKernel:
-        self.kc = AsyncKernelClient(connection_file=str(self.connection_file))
-        self.kc.load_connection_file()
-        self.kc.start_channels()
-        await self.kc.wait_for_ready(timeout=60)
-        self._reader = asyncio.create_task(self._read_iopub())
-        self._shell_reader = asyncio.create_task(self._read_shell())
-        return self
-
-    async def stop(self) -> None:
-        for task in (self._reader, self._shell_reader):
-            if task:
-                task.cancel()
-        self.kc.stop_channels()
-
-
-@contextlib.contextmanager
-def jupyter_server(tmp: Path) -> Iterator[tuple[str, Path]]:
-    """``jupyter server`` on a free loopback port; yields its URL (with the base URL) and runtime dir."""
-    root = tmp / "root"
-    (root / "work").mkdir(parents=True)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ}
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
-        (tmp / name).mkdir()
-        env[name] = str(tmp / name)
-    command = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1"]
-    command += [f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}"]
-    command += [f"--ServerApp.base_url={BASE}", f"--ServerApp.root_dir={root}"]
-    with (tmp / "server.log").open("w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}{BASE}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                httpx.get(f"{url}api/status", headers={"Authorization": f"token {TOKEN}"}, timeout=2).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((tmp / "server.log").read_text()[-3000:]) from None
-                time.sleep(0.2)
-        yield url, Path(env["JUPYTER_RUNTIME_DIR"])
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-@contextlib.asynccontextmanager
-async def notebook_kernel(http: httpx.AsyncClient, url: str, runtime: Path) -> AsyncIterator[tuple[str, Kernel]]:
-    """A session for NOTEBOOK opened through the REST API, as JupyterLab opens one; yields its kernel id."""
-    body = {"path": NOTEBOOK, "name": Path(NOTEBOOK).name, "type": "notebook", "kernel": {"name": "python3"}}
-    session = (await http.post(f"{url}api/sessions", json=body)).raise_for_status().json()
-    kernel_id = session["kernel"]["id"]
-    kernel = await AttachedKernel(runtime / f"kernel-{kernel_id}.json").start()
-    try:
-        yield kernel_id, kernel
-    finally:
-        await kernel.stop()
-
 
 async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):
-    with jupyter_server(tmp_path) as (url, runtime):
-        endpoint = f"{url}fusion/mcp/{NOTEBOOK}"
+    with jupyter_server(tmp_path) as server:
+        url, runtime, endpoint = server.url, server.runtime, server.endpoint()
         auth = {"Authorization": f"token {TOKEN}"}
         async with httpx.AsyncClient(headers=auth, timeout=60) as http:
             # before any kernel serves: one sentence, 503, at once
             before = await http.post(endpoint, json={})
             assert before.status_code == 503 and before.text.strip() == NOT_SERVING
-            async with notebook_kernel(http, url, runtime) as (kernel_id, kernel):
+            async with notebook_kernel(http, server) as (kernel_id, kernel):
                 printed, _, _ = await serve_shout(kernel)
                 # %fusion serve prints the Jupyter URL, its credential and the hosts' configs for it
                 assert "Through the Jupyter server (reachable from any machine" in printed.stdout, printed.stdout
@@ -209,10 +121,10 @@ async def test_elicitation_cancel_tasks_resources_and_prompts_through_the_jupyte
     async def approve(context, params):  # type: ignore[no-untyped-def]
         return types.ElicitResult(action="accept", content={"confirm": True})
 
-    with jupyter_server(tmp_path) as (url, runtime):
-        endpoint = f"{url}fusion/mcp/{NOTEBOOK}"
+    with jupyter_server(tmp_path) as server:
+        endpoint = server.endpoint()
         http = httpx.AsyncClient(headers={"Authorization": f"token {TOKEN}"}, timeout=60)
-        async with http, notebook_kernel(http, url, runtime) as (_, kernel):
+        async with http, notebook_kernel(http, server) as (_, kernel):
             await kernel.run("%load_ext fusion_nb\nimport anyio\nprobe = {}\nscores = [1, 2, 3]")
             for cell in TOOLS:
                 await kernel.run(cell)
