@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from typing import Any
 
@@ -71,6 +72,19 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.log.info("fusion-nb: served notebooks' MCP endpoints at %s", pattern)
 
 
+def _request_id(body: bytes) -> str | int | None:
+    """The id of the JSON-RPC request in ``body``, or None (a notification, a response, not JSON-RPC)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and isinstance(message.get("method"), str):
+        request_id = message.get("id")
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            return request_id
+    return None
+
+
 class McpProxyHandler(JupyterHandler):
     """Forward one MCP request to the notebook's kernel and stream its answer back."""
 
@@ -107,9 +121,17 @@ class McpProxyHandler(JupyterHandler):
             await self._task
 
     def _refuse(self, sentence: str) -> None:
+        """503 with ``sentence``: as a JSON-RPC error to a JSON-RPC request (the SDK clients show its
+        message; a plain-text body they replace with "Server returned an error response"), else as text."""
         self.set_status(503)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.finish(sentence + "\n")
+        request_id = _request_id(self.request.body)
+        if request_id is None:
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.finish(sentence + "\n")
+        else:
+            self.set_header("Content-Type", "application/json")
+            error = {"code": -32000, "message": sentence}
+            self.finish(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
 
     async def _proxy(self, path: str) -> None:
         notebook = os.path.join(os.path.abspath(self.settings["server_root_dir"]), *path.strip("/").split("/"))

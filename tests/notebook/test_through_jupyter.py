@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 from desktop_host import host_client
-from jupyter_serving import TOKEN, AttachedKernel, jupyter_server, notebook_kernel
+from jupyter_serving import BASE, TOKEN, AttachedKernel, jupyter_server, notebook_kernel
 from kernel_harness import Kernel, serve_shout
 
 from fusion_nb.jupyter_server_extension import NOT_SERVING
@@ -81,6 +81,43 @@ async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):
                 assert stopped.status_code == 503 and stopped.text.strip() == NOT_SERVING
             finally:
                 await kernel.stop()
+
+
+async def test_a_connected_client_rides_a_kernel_restart(tmp_path):
+    """Clients connected through the Jupyter URL while the kernel restarts: each call in the gap fails
+    at once with the one sentence (as the SDK's error message, not "Server returned an error
+    response"), and after ``%fusion serve`` in the new kernel the same URL serves: the 2026-07-28
+    client (stateless) goes on as it was; a 2025-11-25 session belonged to the old kernel, so that
+    client is told its session is gone and a new connection serves."""
+    from mcp.shared.exceptions import MCPError
+
+    with jupyter_server(tmp_path) as server:
+        endpoint = server.endpoint()
+        http = httpx.AsyncClient(headers={"Authorization": f"token {TOKEN}"}, timeout=60)
+        async with http, notebook_kernel(http, server) as (kernel_id, kernel):
+            await serve_shout(kernel)
+            # another user's server path (their base URL) is not this server's: refused, no kernel reached
+            other = await http.post(endpoint.replace(BASE, "/user/bob/"), json={"jsonrpc": "2.0", "id": 1})
+            assert other.status_code == 404, other.status_code
+            async with connect(endpoint, TOKEN, mode="legacy") as legacy, connect(endpoint, TOKEN) as modern:
+                for client in (legacy, modern):
+                    assert (await client.call_tool("shout", {"text": "a"})).content[0].text == "A"
+                (await http.post(f"{server.url}api/kernels/{kernel_id}/restart")).raise_for_status()
+                for client in (legacy, modern):
+                    with anyio.fail_after(30), pytest.raises(MCPError) as gap:
+                        await client.call_tool("shout", {"text": "gap"})
+                    assert gap.value.error.message == NOT_SERVING
+                restarted = await AttachedKernel(server.runtime / f"kernel-{kernel_id}.json").start()
+                try:
+                    await serve_shout(restarted)
+                    with anyio.fail_after(30):
+                        assert (await modern.call_tool("shout", {"text": "again"})).content[0].text == "AGAIN"
+                        with pytest.raises(MCPError, match="Session not found"):
+                            await legacy.call_tool("shout", {"text": "again"})
+                    async with connect(endpoint, TOKEN, mode="legacy") as fresh:
+                        assert (await fresh.call_tool("shout", {"text": "new"})).content[0].text == "NEW"
+                finally:
+                    await restarted.stop()
 
 
 TOOLS = [
