@@ -134,7 +134,11 @@ class McpProxyHandler(JupyterHandler):
             self.finish(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
 
     async def _proxy(self, path: str) -> None:
-        notebook = os.path.join(os.path.abspath(self.settings["server_root_dir"]), *path.strip("/").split("/"))
+        root = os.path.abspath(self.settings["server_root_dir"])
+        notebook = os.path.abspath(os.path.join(root, *path.strip("/").split("/")))
+        if os.path.commonpath([root, notebook]) != root:
+            # an encoded ``..`` would name a notebook this server did not open (records are per user)
+            raise web.HTTPError(404)
         kept = wiring.load(notebook)
         if kept is None or not kept.serving:
             return self._refuse(NOT_SERVING)

@@ -120,6 +120,30 @@ async def test_a_connected_client_rides_a_kernel_restart(tmp_path):
                     await restarted.stop()
 
 
+async def test_a_notebook_outside_the_servers_root_is_not_reached(tmp_path):
+    """The URL names a notebook under this Jupyter server's root. An encoded ``..`` (no client
+    normalizes it away) must not reach a kernel that serves a notebook elsewhere, here one whose
+    kernel another Jupyter server of the same user would have started: the runtime directory, and
+    so fusion-nb's serving records, are per user, not per server."""
+    outside = tmp_path / "elsewhere" / "secret.ipynb"
+    outside.parent.mkdir()
+    with jupyter_server(tmp_path) as server:
+        env = {"JPY_SESSION_NAME": str(outside), "JUPYTER_RUNTIME_DIR": str(server.runtime)}
+        kernel = await Kernel(env=env).start()
+        http = httpx.AsyncClient(headers={"Authorization": f"token {TOKEN}"}, timeout=60)
+        try:
+            _, direct, token = await serve_shout(kernel)
+            async with connect(direct, token) as client:  # it serves, on its own loopback URL
+                assert (await client.call_tool("shout", {"text": "here"})).content[0].text == "HERE"
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            for path in ("..%2Felsewhere%2Fsecret.ipynb", "work%2F..%2F..%2Felsewhere%2Fsecret.ipynb"):
+                refused = await http.post(f"{server.url}fusion/mcp/{path}", json=ping)
+                assert refused.status_code == 404, (path, refused.status_code, refused.text[:200])
+        finally:
+            await http.aclose()
+            await kernel.stop()
+
+
 TOOLS = [
     '''%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()
 """Refund an invoice after a person approves it."""
