@@ -1,15 +1,16 @@
 // Both TypeScript SDKs on a notebook's MCP endpoint through the Jupyter server (the URL
 // `%fusion serve` prints, the Jupyter token as `Authorization: token ...`); prints what it saw.
 //
-//   node jupyter.mjs v1|v2 URL JUPYTER_TOKEN
+//   node jupyter.mjs v1|v2 URL JUPYTER_TOKEN [stopped]
 //
 // A call with progress, a cancel (the kernel's `probe` tool says when it entered and cleaned up), an
 // elicitation answered, a resource, a prompt, a task (v1: the SDK's 2025-11-25 task runtime, every
-// request timing out after 1 s), and a missing and a wrong Jupyter token.
+// request timing out after 1 s), and a missing and a wrong Jupyter token. With `stopped` (no
+// kernel serves the notebook) it only connects and prints the error its user would see.
 
 import { deadline, load } from './sdk.mjs';
 
-const [sdk, url, token] = process.argv.slice(2);
+const [sdk, url, token, stopped] = process.argv.slice(2);
 deadline('jupyter client');
 const v1 = sdk === 'v1';
 const lib = await load(sdk);
@@ -33,6 +34,19 @@ async function connect(credential, asked = []) {
 // v1 takes (params, resultSchema, options); v2 takes (params, options).
 const callTool = (client, params, options) =>
   v1 ? client.callTool(params, undefined, options) : client.callTool(params, options);
+
+if (stopped === 'stopped') {
+  // no kernel serves the notebook: what does this SDK tell its user?
+  try {
+    await (await connect(token)).close();
+    console.log(JSON.stringify({ stopped: 'connected' }));
+  } catch (error) {
+    // (2.x puts its own words in the message and the server's answer in data.text)
+    const said = [error?.message ?? error, error?.data?.text ?? ''].join(' | ');
+    console.log(JSON.stringify({ stopped: said.slice(0, 500) }));
+  }
+  process.exit(0);
+}
 
 const asked = [];
 const client = await connect(token, asked);

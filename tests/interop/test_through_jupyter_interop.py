@@ -5,7 +5,8 @@ notebook's kernel opened through the sessions API, ``%fusion serve`` in it; ``ju
 takes the Jupyter URL the serve cell printed and, on SDK 1.x (2025-11-25) and 2.x (2026-07-28),
 calls with progress, cancels a call whose cleanup then runs in the kernel, answers an
 elicitation, reads a shared variable, gets a prompt, runs a task (1.x's task runtime), and is
-refused without or with a wrong Jupyter token. The Python SDK's side is
+refused without or with a wrong Jupyter token; after ``%fusion stop`` each SDK's error says the
+kernel is not serving. The Python SDK's side is
 tests/notebook/test_through_jupyter.py.
 """
 
@@ -18,6 +19,8 @@ import httpx
 import pytest
 from jupyter_serving import TOKEN, jupyter_server, notebook_kernel
 from test_interop import ERAS, run_node
+
+from fusion_nb.jupyter_server_extension import NOT_SERVING
 
 pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
 
@@ -75,3 +78,6 @@ async def test_typescript_sdks_through_the_jupyter_server(node, tmp_path):
                     refused = seen["refused"][case]
                     assert refused["status"] in (401, 403) or re.search(r"HTTP 40[13]\b", refused["message"]), refused
             await kernel.run("%fusion stop")
+            for sdk in ("v1", "v2"):  # the extension's one sentence reaches the TypeScript SDK's error too
+                seen = json.loads(await run_node(node, "jupyter.mjs", sdk, printed.group(1), TOKEN, "stopped"))
+                assert NOT_SERVING in seen["stopped"], seen
