@@ -5,15 +5,16 @@
 and ``SimpleLocalProcessSpawner``: no system users, each user's server a local process with
 its own home (this test runs as root in CI, so the single-user servers get ``--allow-root``;
 that spawner does not switch users, which is why it is for tests only). A hub service token
-(the admin role) starts alice's server and makes one API token for alice and one for bob, as
-a person does at ``/hub/token``.
+(the admin role) makes one API token for alice and one for bob, as a person does at
+``/hub/token``, and starts both users' servers.
 
 alice's notebook kernel is opened through her server's sessions API behind the proxy,
 ``%fusion serve`` prints the hub's public URL for it (``JUPYTERHUB_PUBLIC_URL``), and the
-Python SDK client calls a tool with progress there with alice's token; bob's token is refused
-by alice's server (the hub's own access check) before any kernel is reached, and so is no token.
-About 12 s here (the hub, the proxy, a single-user server and a kernel start); it may pass the
-20 s guideline on a loaded machine because nothing smaller is a real hub.
+Python SDK client calls a tool with progress there with alice's token. bob's token, and no
+token, are refused by alice's server (the hub's own access check) before any kernel is
+reached; alice's token on bob's server's path is refused by his. About 20 s (the hub, the
+proxy, two single-user servers and a kernel start): over the 20 s guideline because nothing
+smaller is a real hub with two users.
 """
 
 from __future__ import annotations
@@ -126,13 +127,15 @@ async def test_an_agent_reaches_alices_notebook_through_the_hub(node, tmp_path):
             for user in ("alice", "bob"):
                 made = await admin.post(hub.api(f"users/{user}/tokens"), json={"note": "agent"})
                 tokens[user] = made.raise_for_status().json()["token"]
-            (hub.homes / "alice" / "work").mkdir(parents=True)
-            (await admin.post(hub.api("users/alice/server"))).raise_for_status()
-            server = f"{hub.public}user/alice/"
+            for user in ("alice", "bob"):
+                (hub.homes / user / "work").mkdir(parents=True)
+                (await admin.post(hub.api(f"users/{user}/server"))).raise_for_status()
             deadline = time.monotonic() + 90
-            while not (await admin.get(hub.api("users/alice"))).json()["servers"].get("", {}).get("ready"):
-                assert time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
-                await anyio.sleep(0.2)
+            for user in ("alice", "bob"):
+                while not (await admin.get(hub.api(f"users/{user}"))).json()["servers"].get("", {}).get("ready"):
+                    assert time.monotonic() < deadline, (tmp_path / "hub.log").read_text()[-4000:]
+                    await anyio.sleep(0.2)
+        server = f"{hub.public}user/alice/"
         alice = httpx.AsyncClient(headers={"Authorization": f"token {tokens['alice']}"}, timeout=60)
         async with alice:
             body = {"path": NOTEBOOK, "name": "analysis.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
@@ -157,6 +160,9 @@ async def test_an_agent_reaches_alices_notebook_through_the_hub(node, tmp_path):
                     async with httpx.AsyncClient(headers=headers, timeout=60) as other:
                         refused = await other.post(url.group(1), json=ping)
                     assert refused.status_code in (401, 403), (who, refused.status_code, refused.text[:300])
+                # and alice's token on bob's server path: bob's server asks the hub, which says no
+                elsewhere = await alice.post(url.group(1).replace("/user/alice/", "/user/bob/"), json=ping)
+                assert elsewhere.status_code in (401, 403), elsewhere.status_code
                 await kernel.run("%fusion stop")
             finally:
                 await kernel.stop()
