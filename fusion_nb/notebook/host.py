@@ -572,6 +572,11 @@ class Host:
             call.cancel(because=because)
         if self.server is not None and self.server.running:
             await self.server.stop()
+        if self._notebook is not None:
+            from .. import wiring
+
+            # the Jupyter extension forwards (with this kernel's token) only while the record says serving
+            wiring.forget_serving(self._notebook)
 
     def close(self) -> None:
         """Undo everything ``__init__`` wired (``%unload_ext``)."""

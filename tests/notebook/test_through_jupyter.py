@@ -11,9 +11,10 @@ import anyio
 import httpx
 import pytest
 from desktop_host import host_client
-from jupyter_serving import BASE, TOKEN, AttachedKernel, jupyter_server, notebook_kernel
+from jupyter_serving import BASE, NOTEBOOK, TOKEN, AttachedKernel, jupyter_server, notebook_kernel
 from kernel_harness import Kernel, serve_shout
 
+from fusion_nb import wiring
 from fusion_nb.jupyter_server_extension import NOT_SERVING
 from fusion_nb.mcp import connect
 from fusion_nb.mcp.client_config import printed_configs
@@ -83,7 +84,7 @@ async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):
                 await kernel.stop()
 
 
-async def test_a_connected_client_rides_a_kernel_restart(tmp_path):
+async def test_a_connected_client_rides_a_kernel_restart(tmp_path, monkeypatch):
     """Clients connected through the Jupyter URL while the kernel restarts: each call in the gap fails
     at once with the one sentence (as the SDK's error message, not "Server returned an error
     response"), and after ``%fusion serve`` in the new kernel the same URL serves: the 2026-07-28
@@ -103,6 +104,10 @@ async def test_a_connected_client_rides_a_kernel_restart(tmp_path):
                 for client in (legacy, modern):
                     assert (await client.call_tool("shout", {"text": "a"})).content[0].text == "A"
                 (await http.post(f"{server.url}api/kernels/{kernel_id}/restart")).raise_for_status()
+                # the ending kernel marked its notebook not serving: nothing goes to its old port and token
+                monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(server.runtime))
+                kept = wiring.load(str(server.root / NOTEBOOK))
+                assert kept is not None and not kept.serving, kept
                 for client in (legacy, modern):
                     with anyio.fail_after(30), pytest.raises(MCPError) as gap:
                         await client.call_tool("shout", {"text": "gap"})
