@@ -550,7 +550,17 @@ class Runner:
                     f"{model.__name__}: {exc.__class__.__name__}.",
                     recovery="This is a bug in the tool; report it to its author.",
                 ) from None
-        content, structured = present(value, self.settings.app.answer_limits)
+        try:
+            content, structured = present(value, self.settings.app.answer_limits)
+        except (ValueError, RecursionError) as exc:
+            if not isinstance(exc, RecursionError) and str(exc) != "Circular reference detected":
+                raise
+            raise ToolError(
+                INTERNAL_ERROR,
+                f'Tool "{tool.name}" returned a {type(value).__name__} that contains itself or is nested too deep, '
+                "so it cannot be sent as JSON.",
+                recovery="This is a bug in the tool; report it to its author.",
+            ) from None
         return CallResult(value, content, structured)
 
 

@@ -129,6 +129,23 @@ async def test_output_not_matching_returns_model_is_an_internal_error(app):
     assert result.error.code == INTERNAL_ERROR and "does not match its output model Out" in result.error.message
 
 
+async def test_a_result_that_contains_itself_is_one_sentence_not_an_error_id(app):
+    """Issue 44: a self-containing value read as ``Tool failed with ValueError (error id ...)``."""
+    loop: dict = {"a": 1}
+    loop["self"] = loop
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    app.f.action("loop").handle(lambda input, ctx: loop)
+    app.f.action("deep").handle(lambda input, ctx: deep)
+    for name, kind in (("loop", "dict"), ("deep", "list")):
+        result = await app.call(name)
+        assert result.error.code == INTERNAL_ERROR
+        assert result.error.message == (
+            f'Tool "{name}" returned a {kind} that contains itself or is nested too deep, so it cannot be sent as JSON.'
+        )
+
+
 async def test_redefining_a_tool_replaces_it_and_notifies(app):
     changes = []
     app.on_tools_changed(lambda: changes.append(len(app.tools)))
