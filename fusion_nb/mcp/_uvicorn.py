@@ -17,7 +17,8 @@ what they did):
 enforces ``ConnectionLimits`` before anything is dispatched:
 
 * the request line and headers together are capped in bytes and the headers in number
-  (``431`` and the connection closed);
+  (``431``, one log line, and the connection closed after a lingering read, ``LINGER_SECONDS``:
+  a client still sending a 1 MB header reads the refusal, not a reset);
 * a connection gets ``header_timeout`` seconds from the moment it is free (opened, or
   its last response sent) until its next request's headers are complete; a silent one
   is closed, one that sent part of a request gets ``408`` and is closed (trickling one
@@ -126,6 +127,7 @@ class Connections:
     held: Counter[str] = field(default_factory=Counter)
     closing: bool = False
     refusals: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
+    oversized: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     evictions: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
     #: the loop time the last request began to arrive on any connection
     last_request: float = 0.0
@@ -189,6 +191,11 @@ class Connections:
 
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+#: a connection refused mid-request is still read (and what comes dropped) for this long, or this
+#: many bytes, so that a client still sending (a 1 MB header) reads the refusal, not a reset
+#: (nginx's lingering close)
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 4 << 20
 
 
 def _response(status: int, text: str, retry_after: bool = False) -> bytes:
@@ -225,6 +232,7 @@ class _Guard:
         self._head_fields = 0
         self._deadline: asyncio.TimerHandle | None = None
         self._refusal: bytes | None = None
+        self._linger_left: int | None = None  # bytes still read and dropped after a refusal
         self._heads = 0
         self.address = ""
         self.opened = 0.0
@@ -245,12 +253,23 @@ class _Guard:
             return
         self._free()
 
+    def eof_received(self) -> None:
+        if self._linger_left is not None:
+            self.transport.close()  # the client has sent all: close now
+            return
+        super().eof_received()  # type: ignore[misc]
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.board.release(self)
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_left is not None:  # refused: the rest of the request is dropped
+            self._linger_left -= len(data)
+            if self._linger_left < 0:
+                self.transport.close()
+            return
         reading_head = self._pending == 0
         if reading_head:
             if self._raw == 0:
@@ -274,7 +293,7 @@ class _Guard:
         if self._refusal is None:
             super().send_400_response(msg)  # type: ignore[misc]
         else:
-            self._refuse(self._refusal)
+            self._refuse_head(self._refusal)
 
     @property
     def idle(self) -> bool:
@@ -336,7 +355,24 @@ class _Guard:
     def _too_large(self) -> None:
         if not self.transport.is_closing():
             limit = self.board.limits.max_header_bytes
-            self._refuse(_response(431, f"Request headers exceed {limit} bytes."))
+            self._refuse_head(_response(431, f"Request headers exceed {limit} bytes."))
+
+    def _refuse_head(self, response: bytes) -> None:
+        """Refuse a request head over the limits: one log line, and a lingering close (``LINGER_SECONDS``)."""
+        if self._linger_left is not None:  # (refused already: the parser may say so again)
+            return
+        said = response.rpartition(b"\r\n\r\n")[2].decode().strip()
+        self.board.oversized.log(logging.WARNING, "refused a request from %s: %s (431)", self.address, said)
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        self.transport.write(response)
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger_left = LINGER_BYTES
+        self._deadline = self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _expired(self) -> None:
         self._deadline = None

@@ -135,9 +135,9 @@ async def test_too_many_header_fields_get_431_and_a_closed_connection(http):
 async def test_an_oversized_head_is_refused_before_it_is_buffered(http):
     async with served(http, max_header_bytes=4096) as port:
         small = await exchange(port, HEAD + b"X-A: " + b"a" * 5000 + b"\r\n\r\n")
-        for _ in range(3):  # one giant value, sent in many reads: refused after the first
+        for _ in range(3):  # one giant value, sent in many reads: refused after the first, read whole (lingering)
             huge = await exchange(port, HEAD + b"X-A: " + b"a" * 2_000_000)
-            assert huge == b"" or huge.startswith(b"HTTP/1.1 431 "), huge[:80]
+            assert huge.startswith(b"HTTP/1.1 431 "), huge[:80]
     assert small.startswith(b"HTTP/1.1 431 ")
     assert b"exceed 4096 bytes" in small
 
