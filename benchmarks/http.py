@@ -235,10 +235,10 @@ class Connection:
         """Close the connection."""
         self.writer.close()
 
-    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
-        """POST one JSON-RPC message; the response headers and whole body."""
+    async def post(self, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[dict[str, str], bytes]:
+        """POST one JSON-RPC message (or ``method``); the response headers and whole body."""
         lines = [
-            f"POST {self.path} HTTP/1.1",
+            f"{method} {self.path} HTTP/1.1",
             f"Host: 127.0.0.1:{self.port}",
             f"Authorization: Bearer {self.token}",
             "Content-Type: application/json",
@@ -681,6 +681,7 @@ async def through_jupyter(calls: int, rounds: int, clients: int, per_client: int
     with tempfile.TemporaryDirectory() as tmp:
         async with jupyter_kernel(tmp) as (direct, through):
             endpoints = dict(zip(names, (direct, through), strict=True))
+            direct_p50s: dict[str, float] = {}
             for version in (MODERN, LEGACY):
                 wire = Wire(version)
                 for endpoint in endpoints.values():
@@ -707,6 +708,33 @@ async def through_jupyter(calls: int, rounds: int, clients: int, per_client: int
                 print()
                 print(f"Through / direct: p50 {p50s[1] / p50s[0]:.2f}x, calls/s {rate_ratio:.2f}x")
                 print()
+                direct_p50s[version] = p50s[0]
+            await jupyter_floor(through, calls * rounds, direct_p50s)
+
+
+async def jupyter_floor(through: Endpoint, calls: int, direct_p50s: dict[str, float]) -> None:
+    """The Jupyter server's own least cost per request, which any route through it adds to the direct call.
+
+    ``GET api/status`` with the token is Jupyter's cheapest authenticated request (tornado's
+    parsing, the identity provider, logging, one write): no route through Jupyter costs less,
+    so ``(floor + direct) / direct`` is the least p50 ratio any extension can reach here.
+    """
+    connection = Connection(through.port, through.token, f"{JUPYTER_BASE}api/status")
+    await connection.open()
+    times = []
+    try:
+        for _ in range(calls):
+            started = time.perf_counter()
+            await connection.post(b"", {}, method="GET")
+            times.append(time.perf_counter() - started)
+    finally:
+        connection.close()
+    floor = statistics.median(times)
+    print("### The Jupyter server's floor: GET api/status with the token (never reaches a kernel)")
+    print()
+    print(f"p50 {floor * 1e6:,.0f} µs; the least p50 ratio a route through Jupyter can reach: ", end="")
+    print(", ".join(f"{version} {(floor + p50) / p50:.2f}x" for version, p50 in direct_p50s.items()))
+    print()
 
 
 if __name__ == "__main__":
