@@ -430,13 +430,15 @@ class Host:
         token: str | None = None,
         hide_token: bool = False,
         new_token: bool = False,
+        register: bool = False,
     ) -> Any:
         """Start serving (once); print the URL, token and client configuration.
 
         ``token`` None: ``$FUSION_NB_TOKEN`` of the kernel's environment, else the one kept
         for this notebook (``fusion_nb.wiring``; ``new_token`` rotates it), else a new one;
         the port kept for the notebook is reused when ``port`` is 0 and it is free.
-        ``hide_token`` prints ``TOKEN`` in its place.
+        ``hide_token`` prints ``TOKEN`` in its place. ``register`` adds the endpoint to
+        jupyter-ai's MCP settings file (``mcp_settings``) until stop or the kernel's end.
         """
         from IPython.core.error import UsageError
 
@@ -487,12 +489,15 @@ class Host:
             wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True))
         self._notebook = notebook
         print(self.server.snippets(hide_token=hide_token))
+        route = None
         if notebook is not None:
             from .jupyter_route import jupyter_route, route_configs
 
             route = jupyter_route(notebook)
             if route is not None:
                 print(route_configs(route, hide_token=hide_token))
+        if register:
+            print(self._register(notebook, route))
         if self.kernel is None:
             print("Serving from a thread of this IPython (no widgets here): %fusion stop ends it.")
         if has_widget_frontend():
@@ -516,9 +521,45 @@ class Host:
             from .. import wiring
 
             wiring.forget_serving(self._notebook)
+        from . import mcp_settings
+
+        try:
+            removed = mcp_settings.unregister()
+        except (mcp_settings.SettingsError, OSError) as failed:
+            print(f"Could not remove this notebook from jupyter-ai's MCP settings: {failed}")
+        else:
+            if removed is not None:
+                print(f"Removed from jupyter-ai's MCP settings ({removed}).")
         self.server = None
         self._close_panel()
         return None
+
+    def _register(self, notebook: str | None, route: Any) -> str:
+        """``--register``: put this endpoint in the MCP settings file jupyter-ai 3 reads; what to print.
+
+        Through the Jupyter server when it has a token (the URL follows the notebook), else the
+        loopback URL with the kernel's token (JupyterHub: jupyter-ai runs beside the kernel and
+        holds no hub token).
+        """
+        from . import mcp_settings
+
+        assert self.server is not None
+        if route is not None and route.token is not None and not route.url.startswith("/"):
+            url, headers, via = route.url, {"Authorization": f"token {route.token}"}, "through the Jupyter server"
+        else:
+            url, via = self.server.url, "on loopback"
+            headers = {"Authorization": f"Bearer {self.server.token}"} if self.server.token else {}
+        start = os.path.dirname(notebook) if notebook else os.getcwd()
+        path = mcp_settings.settings_file(start, route.root if route is not None else None)
+        try:
+            name = mcp_settings.register(path, mcp_settings.entry_name(notebook or "ipython"), url, headers)
+        except (mcp_settings.SettingsError, OSError) as failed:
+            return f"Not registered for jupyter-ai: {failed}"
+        return (
+            f"Registered for jupyter-ai's agents as {name} ({via}) in {path}: a new chat whose nearest "
+            f".jupyter directory is {path.parent} gives its agents this notebook's tools. %fusion stop or "
+            "the kernel's end removes it."
+        )
 
     def _close_panel(self) -> None:
         if self.panel is not None:

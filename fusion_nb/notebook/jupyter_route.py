@@ -27,6 +27,7 @@ class JupyterRoute:
     url: str
     token: str | None
     hub: str | None = None  # the hub's URL (where a person makes an API token), on JupyterHub
+    root: str | None = None  # the server's root directory (where jupyter-ai stops looking for .jupyter)
 
 
 def jupyter_route(notebook: str) -> JupyterRoute | None:
@@ -47,8 +48,8 @@ def jupyter_route(notebook: str) -> JupyterRoute | None:
         public = os.environ.get("JUPYTERHUB_PUBLIC_URL") or os.environ.get("JUPYTERHUB_HOST") or ""
         base = urljoin(public, prefix) if public else prefix
         hub = urljoin(public, os.environ.get("JUPYTERHUB_BASE_URL", "/") + "hub/") if public else None
-        return JupyterRoute(base.rstrip("/") + "/" + path, None, hub)
-    return JupyterRoute(url.rstrip("/") + "/" + path, info.get("token") or None)
+        return JupyterRoute(base.rstrip("/") + "/" + path, None, hub, root)
+    return JupyterRoute(url.rstrip("/") + "/" + path, info.get("token") or None, root=root)
 
 
 def route_configs(route: JupyterRoute, *, hide_token: bool) -> str:

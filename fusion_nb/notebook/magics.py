@@ -160,6 +160,13 @@ class FusionMagics(Magics):
         action="store_true",
         help="rotate the token kept for this notebook (configs pasted before stop working)",
     )
+    @argument(
+        "--register",
+        action="store_true",
+        help="also list this endpoint in the MCP settings file jupyter-ai 3 reads (.jupyter/mcp_settings.json, "
+        "the nearest above the notebook, else at the Jupyter server's root), so the agents it runs in "
+        "JupyterLab get this notebook's tools in new chats; %%fusion stop or the kernel's end removes it",
+    )
     @argument("--no-auth", action="store_true", help="serve without a bearer token (loopback development only)")
     @argument(
         "--hide-token",
@@ -208,6 +215,7 @@ class FusionMagics(Magics):
                 token=args.token,
                 hide_token=args.hide_token,
                 new_token=args.new_token,
+                register=args.register,
             )
         if args.command == "stop":
             return self.host.stop()
