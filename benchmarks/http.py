@@ -420,6 +420,11 @@ class BenchKernel:
             raise RuntimeError(f"kernel cell failed: {reply['content']}")
         return reply
 
+    async def kernel_info(self) -> None:
+        """One ``kernel_info_request`` answered on the shell channel (the least any shell exchange costs)."""
+        waiter = self.replies[self.kc.kernel_info()] = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(waiter, 60)
+
     async def value(self, expression: str) -> str:
         """What ``print(expression)`` prints in the kernel."""
         await self.execute(f"print({expression})")
@@ -642,8 +647,8 @@ JUPYTER_BASE = "/user/bench/"
 
 
 @contextlib.asynccontextmanager
-async def jupyter_kernel(tmp: str) -> AsyncIterator[tuple[Endpoint, Endpoint]]:
-    """``jupyter server`` (base URL, token) with a notebook's kernel serving echo: (direct, through Jupyter)."""
+async def jupyter_kernel(tmp: str) -> AsyncIterator[tuple[Endpoint, Endpoint, BenchKernel]]:
+    """``jupyter server`` (base URL, token) with a notebook's kernel serving echo: (direct, through Jupyter, kernel)."""
     import httpx
 
     root = os.path.join(tmp, "root")
@@ -665,7 +670,7 @@ async def jupyter_kernel(tmp: str) -> AsyncIterator[tuple[Endpoint, Endpoint]]:
             session = (await http.post(f"{url}api/sessions", json=body)).raise_for_status().json()
         kernel_file = os.path.join(env["JUPYTER_RUNTIME_DIR"], f"kernel-{session['kernel']['id']}.json")
         direct = await kernel.start(kernel_file)
-        yield direct, Endpoint(port, JUPYTER_TOKEN, f"{JUPYTER_BASE}fusion/mcp/bench.ipynb")
+        yield direct, Endpoint(port, JUPYTER_TOKEN, f"{JUPYTER_BASE}fusion/mcp/bench.ipynb"), kernel
     finally:
         with contextlib.suppress(Exception):
             await kernel.stop()
@@ -679,7 +684,7 @@ async def through_jupyter(calls: int, rounds: int, clients: int, per_client: int
 
     names = ["direct (kernel loopback)", "through Jupyter (extension)"]
     with tempfile.TemporaryDirectory() as tmp:
-        async with jupyter_kernel(tmp) as (direct, through):
+        async with jupyter_kernel(tmp) as (direct, through, kernel):
             endpoints = dict(zip(names, (direct, through), strict=True))
             direct_p50s: dict[str, float] = {}
             for version in (MODERN, LEGACY):
@@ -709,15 +714,17 @@ async def through_jupyter(calls: int, rounds: int, clients: int, per_client: int
                 print(f"Through / direct: p50 {p50s[1] / p50s[0]:.2f}x, calls/s {rate_ratio:.2f}x")
                 print()
                 direct_p50s[version] = p50s[0]
-            await jupyter_floor(through, calls * rounds, direct_p50s)
+            await jupyter_floor(through, kernel, calls * rounds, direct_p50s)
 
 
-async def jupyter_floor(through: Endpoint, calls: int, direct_p50s: dict[str, float]) -> None:
+async def jupyter_floor(through: Endpoint, kernel: BenchKernel, calls: int, direct_p50s: dict[str, float]) -> None:
     """The Jupyter server's own least cost per request, which any route through it adds to the direct call.
 
     ``GET api/status`` with the token is Jupyter's cheapest authenticated request (tornado's
     parsing, the identity provider, logging, one write): no route through Jupyter costs less,
     so ``(floor + direct) / direct`` is the least p50 ratio any extension can reach here.
+    The other way to the kernel, its messaging channels, costs at least one shell round trip
+    (``kernel_info_request``, straight over ZMQ from here: no tool runs) on top of that floor.
     """
     connection = Connection(through.port, through.token, f"{JUPYTER_BASE}api/status")
     await connection.open()
@@ -734,6 +741,14 @@ async def jupyter_floor(through: Endpoint, calls: int, direct_p50s: dict[str, fl
     print()
     print(f"p50 {floor * 1e6:,.0f} µs; the least p50 ratio a route through Jupyter can reach: ", end="")
     print(", ".join(f"{version} {(floor + p50) / p50:.2f}x" for version, p50 in direct_p50s.items()))
+    print()
+    shell = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await kernel.kernel_info()
+        shell.append(time.perf_counter() - started)
+    print("The kernel's messaging channels instead: one shell round trip (kernel_info, no tool run) p50 ", end="")
+    print(f"{statistics.median(shell) * 1e6:,.0f} µs, before the Jupyter server's floor or any tool call.")
     print()
 
 
