@@ -290,7 +290,7 @@ class McpProxyHandler(JupyterHandler):
             # an encoded ``..`` would name a notebook this server did not open (records are per user)
             raise web.HTTPError(404)
         kept = self.settings["fusion_nb_records"].get(notebook)
-        if kept is None or not kept.serving:
+        if kept is None or not kept.live:  # (a kernel killed outright left its record "serving")
             return self._refuse(NOT_SERVING)
         headers = [(name, value) for name, value in self.request.headers.get_all() if name.lower() not in _HOP]
         if kept.token:

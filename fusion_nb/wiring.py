@@ -29,12 +29,32 @@ SESSION_ENV = "JPY_SESSION_NAME"
 
 @dataclass(frozen=True)
 class Wiring:
-    """Where a notebook's kernel serves: ``port`` and bearer ``token``; ``serving`` while it does."""
+    """Where a notebook's kernel serves: ``port`` and bearer ``token``; ``serving`` while it does.
+
+    ``pid`` is the serving kernel's process: a kernel killed outright (SIGKILL, the OOM killer)
+    never says it stopped, so readers check it is alive (``live``) before trusting ``serving``.
+    """
 
     notebook: str
     port: int
     token: str | None
     serving: bool = False
+    pid: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Serving, by a kernel process that still exists."""
+        if not self.serving:
+            return False
+        if self.pid is None:
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # (another user's process: it exists)
+            return True
+        return True
 
 
 def notebook_path() -> str | None:
@@ -64,6 +84,7 @@ def load(notebook: str) -> Wiring | None:
             port=int(data["port"]),
             token=data["token"] if isinstance(data["token"], str) else None,
             serving=bool(data.get("serving")),
+            pid=data["pid"] if isinstance(data.get("pid"), int) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -486,7 +486,7 @@ class Host:
         except OSError as failed:
             raise UsageError(f"%fusion serve: cannot listen on {host}:{port}: {failed.strerror or failed}") from None
         if notebook is not None:
-            wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True))
+            wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True, pid=os.getpid()))
         self._notebook = notebook
         print(self.server.snippets(hide_token=hide_token))
         route = None

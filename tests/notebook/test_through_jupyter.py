@@ -125,6 +125,41 @@ async def test_a_connected_client_rides_a_kernel_restart(tmp_path, monkeypatch):
                     await restarted.stop()
 
 
+async def test_a_kernel_killed_outright_is_not_serving(tmp_path, monkeypatch):
+    """SIGKILL (the OOM killer) leaves the record saying "serving": the extension checks the kernel's
+    process and answers the sentence, never forwarding the old token to whatever binds that port."""
+    import os
+    import signal
+
+    with jupyter_server(tmp_path) as server:
+        endpoint = server.endpoint()
+        http = httpx.AsyncClient(headers={"Authorization": f"token {TOKEN}"}, timeout=60)
+        async with http, notebook_kernel(http, server) as (_, kernel):
+            await serve_shout(kernel)
+            pid = int((await kernel.run("import os\nprint(os.getpid())")).stdout)
+            os.kill(pid, signal.SIGKILL)
+            monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(server.runtime))
+            with anyio.fail_after(30):
+                while True:  # (gone once the kernel's process is reaped)
+                    kept = wiring.load(str(server.root / NOTEBOOK))
+                    assert kept is not None and kept.serving and kept.pid == pid, kept
+                    if not kept.live:
+                        break
+                    await anyio.sleep(0.05)
+            import socket
+
+            with socket.socket() as squatter:  # a local process that took the dead kernel's port
+                squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                squatter.bind(("127.0.0.1", kept.port))
+                squatter.listen()
+                squatter.setblocking(False)
+                ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+                refused = await http.post(endpoint, json=ping)
+                assert refused.status_code == 503 and refused.json()["error"]["message"] == NOT_SERVING
+                with pytest.raises(BlockingIOError):
+                    squatter.accept()  # nothing was forwarded to it (nor the kernel's old token)
+
+
 async def test_a_notebook_outside_the_servers_root_is_not_reached(tmp_path):
     """The URL names a notebook under this Jupyter server's root. An encoded ``..`` (no client
     normalizes it away) must not reach a kernel that serves a notebook elsewhere, here one whose
