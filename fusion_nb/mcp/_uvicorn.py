@@ -195,7 +195,7 @@ _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 50
 #: many bytes, so that a client still sending (a 1 MB header) reads the refusal, not a reset
 #: (nginx's lingering close)
 LINGER_SECONDS = 2.0
-LINGER_BYTES = 4 << 20
+LINGER_BYTES = 1 << 20
 
 
 def _response(status: int, text: str, retry_after: bool = False) -> bytes:

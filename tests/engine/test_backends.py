@@ -30,6 +30,7 @@ ASYNCIO_HOSTS = {
     "fusion_nb/mcp/uvicorn_server.py": "uvicorn serves on asyncio",
     "fusion_nb/mcp/_uvicorn.py": "uvicorn's protocols",
     "fusion_nb/redis_tasks.py": "redis.asyncio's client",
+    "fusion_nb/jupyter_server_extension.py": "jupyter_server's tornado loop",
     "fusion_nb/dask.py": "distributed's client (trio refused through current_backend().name)",
 }
 
