@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from ._checkout import map_checkout_widgets as _map_checkout_widgets
 from .engine import (
     AnswerLimits,
+    Audio,
     Call,
     CallResult,
     Context,
+    EmbeddedResource,
+    Image,
     InputResponse,
     ProgressEvent,
+    ResourceLink,
     Tool,
     ToolError,
     ask,
@@ -80,12 +84,16 @@ __version__ = _metadata.version("fusion-nb")
 
 __all__ = [
     "AnswerLimits",
+    "Audio",
     "Call",
     "CallResult",
     "Context",
+    "EmbeddedResource",
     "Fusion",
+    "Image",
     "InputResponse",
     "ProgressEvent",
+    "ResourceLink",
     "Tool",
     "ToolError",
     "ask",

@@ -13,6 +13,7 @@ from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
 from ._catalog import Catalog, CatalogChange, Prompt, Resource
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
+from ._content import Audio, EmbeddedResource, Image, ResourceLink
 from ._context import Context
 from ._errors import (
     CANCELLED,
@@ -78,6 +79,7 @@ __all__ = [
     "AnswerLimits",
     "App",
     "AskField",
+    "Audio",
     "Backend",
     "BoundTool",
     "BuilderFactory",
@@ -90,8 +92,10 @@ __all__ = [
     "CatalogChange",
     "Context",
     "DeferToClient",
+    "EmbeddedResource",
     "EngineStats",
     "Event",
+    "Image",
     "InputAction",
     "InputChannel",
     "InputQuestion",
@@ -106,6 +110,7 @@ __all__ = [
     "Prompt",
     "ReadWatch",
     "Resource",
+    "ResourceLink",
     "Respond",
     "RichPresenter",
     "ScriptedAnswers",

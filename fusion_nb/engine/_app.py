@@ -257,9 +257,15 @@ class App:
 
         A template's ``{placeholders}`` are its (required) arguments; a function's parameters
         are (required unless they have a default), and it returns the text or a list of
-        ``{"role", "content"}`` messages.
+        ``{"role", "content"}`` messages (a content: text, or anything a tool may return: an ``Image``...).
         """
         if template is not None:
+            if not isinstance(template, str):
+                kind = type(template).__name__
+                raise TypeError(
+                    f"app.prompt({name!r}, template): the template is a str, not a {kind} "
+                    "(use @app.prompt(name) over a function)."
+                )
             text = template
             arguments = tuple((argument, True) for argument in placeholders(text))
             self.catalog.add_prompt(Prompt(name, lambda **values: text.format(**values), description, arguments))

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ._content import Block, sdk_block
+
 #: ``(content, structured_content)``, as ``present`` returns it
 Presented = tuple[list[dict[str, Any]], dict[str, Any] | None]
 #: presents a value the engine knows nothing about, or declines with ``None``
@@ -117,12 +119,18 @@ def present(value: Any, limits: AnswerLimits = DEFAULT_LIMITS) -> Presented:
         return [text(bounded(value, limits.max_bytes))], None
     if value is None:
         return [], None
+    if isinstance(value, Block):
+        return blocks([value], limits), None
     if isinstance(value, BaseModel):  # (its serializer: what model_dump_json/model_dump call, minus their wrapping)
+        if sdk_block(value) is not None:
+            return blocks([value], limits), None
         serializer = value.__pydantic_serializer__
         return _json(serializer.to_json(value).decode(), serializer.to_python(value, mode="json"), limits)
     if isinstance(value, dict):
         return _json(json.dumps(value, default=str, ensure_ascii=False), value, limits)
     if isinstance(value, (list, tuple)):
+        if any(isinstance(item, Block) or sdk_block(item) is not None for item in value):
+            return blocks(value, limits), None
         data = list(value)
         return _json(json.dumps(data, default=str, ensure_ascii=False), {"result": data}, limits)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -164,3 +172,27 @@ def present(value: Any, limits: AnswerLimits = DEFAULT_LIMITS) -> Presented:
             if isinstance(rendered, str):
                 return [text(bounded(rendered, limits.max_bytes))], None
     return [text(bounded(str(value), limits.max_bytes))], None
+
+
+def blocks(values: Any, limits: AnswerLimits) -> list[dict[str, Any]]:
+    """Each value as content blocks, in order (a string as text, others by ``present``), within ``limits``:
+    a block over what is left of the bound is replaced by a sentence saying so."""
+    content: list[dict[str, Any]] = []
+    left = limits.max_bytes
+    for value in values:
+        if isinstance(value, Block):
+            made = [value.wire()]
+        else:
+            made = [wire] if (wire := sdk_block(value)) is not None else present(value, limits)[0]
+        for block in made:
+            size = len(json.dumps(block, ensure_ascii=False).encode())
+            if size > left:
+                kind = str(block.get("type", "content"))
+                block = text(
+                    f"({'an' if kind[0] in 'aeiou' else 'a'} {kind} block of {size} bytes: over the {left} bytes left "
+                    f"of the {limits.max_bytes}-byte answer bound, not sent.)"
+                )
+                size = len(block["text"])
+            left -= size
+            content.append(block)
+    return content

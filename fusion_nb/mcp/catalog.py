@@ -34,7 +34,18 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from ..engine import App, CatalogChange, Prompt, Resource, ToolError, image_type, present, spawn
+from ..engine import (
+    DEFAULT_LIMITS,
+    AnswerLimits,
+    App,
+    CatalogChange,
+    Prompt,
+    Resource,
+    ToolError,
+    image_type,
+    present,
+    spawn,
+)
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
 from .rich import Limits, figure_png, limits_for, pil_image
@@ -117,7 +128,7 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
         if prompt is None:
             known = ", ".join(repr(p.name) for p in catalog.prompts) or "none"
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts are: {known}.")
-        return render_prompt(prompt, dict(params.arguments or {}))
+        return render_prompt(prompt, dict(params.arguments or {}), app.answer_limits)
 
     server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
     server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
@@ -422,7 +433,9 @@ def prompt_to_mcp(prompt: Prompt) -> types.Prompt:
     )
 
 
-def render_prompt(prompt: Prompt, arguments: dict[str, str]) -> types.GetPromptResult:
+def render_prompt(
+    prompt: Prompt, arguments: dict[str, str], limits: AnswerLimits = DEFAULT_LIMITS
+) -> types.GetPromptResult:
     """The prompt filled in; a missing or unknown argument is one sentence naming it."""
     names = [name for name, _required in prompt.arguments]
     missing = [name for name, required in prompt.arguments if required and name not in arguments]
@@ -443,10 +456,26 @@ def render_prompt(prompt: Prompt, arguments: dict[str, str]) -> types.GetPromptR
     except Exception as exc:
         log.exception("prompt %s failed", prompt.name)
         raise MCPError(types.INTERNAL_ERROR, f"Prompt {prompt.name!r} failed with {type(exc).__name__}.") from None
-    messages = [{"role": "user", "content": rendered}] if isinstance(rendered, str) else list(rendered)
     return types.GetPromptResult.model_validate(
-        {
-            "description": prompt.description,
-            "messages": [{"role": m["role"], "content": {"type": "text", "text": str(m["content"])}} for m in messages],
-        }
+        {"description": prompt.description, "messages": prompt_messages(prompt.name, rendered, limits)}
     )
+
+
+def prompt_messages(name: str, rendered: Any, limits: AnswerLimits) -> list[dict[str, Any]]:
+    """A rendered prompt as MCP messages: a message's content may be anything a tool may return (an
+    image, a resource, a figure, a list of them: a message a block); a value alone is the user's."""
+    if not isinstance(rendered, list):
+        rendered = [{"role": "user", "content": rendered}]
+    messages: list[dict[str, Any]] = []
+    for message in rendered:
+        if not isinstance(message, dict):
+            message = {"role": "user", "content": message}
+        role, content = message.get("role"), message.get("content")
+        if role not in ("user", "assistant") or "content" not in message:
+            log.error("prompt %s rendered a message that is not {'role': 'user' or 'assistant', 'content': ...}", name)
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"Prompt {name!r} rendered a message without a 'user' or 'assistant' role and a content.",
+            )
+        messages.extend({"role": role, "content": block} for block in present(content, limits)[0])
+    return messages

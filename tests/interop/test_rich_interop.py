@@ -90,3 +90,25 @@ async def test_typescript_clients_get_a_figure_from_a_notebook_served_headless(n
     assert seen["prompts"]["summarize"]["messages"][0]["content"]["text"] == "Summarize the sales of north."
     (refused,) = seen["refused"]
     assert "'plt' is not a shared variable; shared: ['sales']" in refused and "\n" not in refused
+
+
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
+async def test_typescript_clients_receive_content_blocks_as_they_are(node, sdk, tmp_path):
+    """Images, audio, links and embedded resources from tools (mixed with text, the SDK's types, one over
+    the bound) and from a prompt's messages, as fusion-nb's Python SDK tests check them (blocks_app)."""
+    from blocks_app import BROKEN, CHECKS, blocks_app, check_show
+
+    async with serve(blocks_app(tmp_path)) as served_app:
+        seen = await ts_client(
+            node,
+            sdk,
+            served_app.url,
+            served_app.token,
+            prompts=[["show", {"subject": "the square"}]],
+            refused=[{"prompt": ["broken", {}]}],
+        )
+    assert sorted(seen["tools"]) == sorted(CHECKS)
+    for name, check in CHECKS.items():
+        check(seen["tools"][name])
+    check_show(seen["prompts"]["show"])
+    assert BROKEN in seen["refused"][0]
