@@ -19,6 +19,7 @@ import asyncio
 from typing import Any
 
 import ipywidgets as w
+import traitlets
 
 from fusion_nb.engine import AskField
 
@@ -53,8 +54,11 @@ class FieldInput:
     def _make(self) -> w.Widget:
         field, label = self.field, self.label
         default = field.default_value if field.has_default else None
+        if field.type == "array":
+            return Picks([(field.label(v), v) for v in field.values or ()], default or (), label)
         if field.values is not None:
-            return w.Dropdown(options=list(field.values), value=default, description=label, style=_WIDE)
+            options = [(field.label(v), v) for v in field.values]
+            return w.Dropdown(options=options, value=default, description=label, style=_WIDE)
         if field.type == "boolean":
             if field.required or field.has_default:
                 return w.Checkbox(value=bool(default), description=label, indent=False)
@@ -92,7 +96,7 @@ class FieldInput:
             return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
         if isinstance(self.widget, w.Text) and value == "":
             return None
-        return value
+        return list(value) if isinstance(self.widget, Picks) else value
 
     def problem(self) -> str | None:
         """The inline message for the current value, or ``None`` when it is fine."""
@@ -107,6 +111,14 @@ class FieldInput:
         except ValueError as exc:
             return str(exc)
         return None
+
+    def shown(self, value: Any) -> str:
+        """``value`` as the person chose it: a labelled choice by its label (picks joined), else its repr."""
+        if not self.field.titles or value is None:
+            return repr(value)
+        if isinstance(value, (list, tuple)):
+            return ", ".join(map(self.field.label, value))
+        return self.field.label(value)
 
     def show(self, problem: str | None) -> None:
         """Show ``problem`` under the field, naming it by its label (``None`` clears it)."""
@@ -135,13 +147,15 @@ class FieldInput:
         self.widget.on_msg(on_msg)
 
     def _changed(self, change: dict[str, Any]) -> None:
-        # numbers are checked as typed (99 in 1 to 50 says so); other fields once a message shows
-        if self.error.value or (self.field.type in ("number", "integer") and range_text(self.field)):
+        # numbers are checked as typed (99 in 1 to 50 says so), picks as ticked; others once a message shows
+        if self.error.value or (self.field.type in ("number", "integer", "array") and range_text(self.field)):
             self.show(self.problem())
 
     def fill(self, value: Any) -> None:
         """Put ``value`` in the control as a person would have typed it (a scripted answer)."""
         try:
+            if isinstance(self.widget, Picks):
+                value = tuple(value)
             self.widget.value = str(value) if self.parsed or isinstance(self.widget, w.Text) else value
         except Exception:  # a value the control cannot hold (the engine checks it anyway)
             return
@@ -149,6 +163,42 @@ class FieldInput:
     def disable(self) -> None:
         """No more editing (the prompt was answered or abandoned)."""
         self.widget.disabled = True
+
+
+class Picks(w.VBox):
+    """A checkbox per choice (``ask.choices``): ``value`` is the tuple of the values ticked, in order.
+
+    Checkboxes rather than a multi-select list: every choice is visible and a click ticks one
+    without holding a key.
+    """
+
+    value = traitlets.Tuple()
+
+    def __init__(self, options: list[tuple[str, Any]], value: Any, label: str) -> None:
+        self.choices = [choice for _title, choice in options]
+        self.boxes = [w.Checkbox(value=choice in value, description=title, indent=False) for title, choice in options]
+        super().__init__([w.HTML(escape(label)), *self.boxes])
+        self.value = tuple(choice for choice in self.choices if choice in value)
+        for box in self.boxes:
+            box.observe(self._ticked, names="value")
+        self.observe(self._set, names="value")
+
+    def _ticked(self, _change: Any) -> None:
+        self.value = tuple(choice for choice, box in zip(self.choices, self.boxes, strict=True) if box.value)
+
+    def _set(self, change: Any) -> None:
+        for choice, box in zip(self.choices, self.boxes, strict=True):
+            box.value = choice in change["new"]
+
+    @property
+    def disabled(self) -> bool:
+        """Whether the boxes are disabled (all together)."""
+        return all(box.disabled for box in self.boxes)
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:
+        for box in self.boxes:
+            box.disabled = value
 
 
 #: the height of one line of widget text (JupyterLab's inline widget height, with its fallback)
@@ -177,7 +227,7 @@ def label_of(key: str, field: AskField) -> str:
     label = key if is_example(field.description) else (field.description or key)
     bounds = range_text(field)
     if bounds:
-        label += f" ({bounds})"
+        label += f" (pick {bounds})" if field.type == "array" else f" ({bounds})"
     if not field.required:
         label += " (optional)"
     return label

@@ -83,12 +83,18 @@ class ElicitationForm(Prompt):
 
     def _shown(self, response: InputResponse) -> str:
         content = response.content if response.accepted else None
-        return ": " + ", ".join(f"{self._label(key)} = {value!r}" for key, value in content.items()) if content else ""
+        if not content:
+            return ""
+        return ": " + ", ".join(f"{self._label(key)} = {self._said(key, value)}" for key, value in content.items())
+
+    def _said(self, key: str, value: Any) -> str:
+        field = self.inputs.get(key)
+        return field.shown(value) if field is not None else repr(value)
 
     def _snapshot_body(self) -> str:
         rows = "".join(
             f'<tr><td style="padding:0 12px 0 0">{escape(field.label)}</td>'
-            f"<td><code>{escape(field.widget.value if field.widget.value is not None else '')}</code></td></tr>"
+            f"<td><code>{escape(_current(field))}</code></td></tr>"
             for field in self.inputs.values()
         )
         return f"<table>{rows}</table>"
@@ -117,3 +123,13 @@ class ElicitationForm(Prompt):
 
     def __repr__(self) -> str:
         return f"<ElicitationForm {self.request.message!r} fields={list(self.inputs)} {self.state_word}>"
+
+
+def _current(field: FieldInput) -> str:
+    """What the field holds now, for the saved notebook's static copy of the form."""
+    value = field.widget.value
+    if isinstance(value, tuple):
+        return field.shown(list(value)) if field.field.titles else ", ".join(map(str, value))
+    if value is None:
+        return ""
+    return field.shown(value) if field.field.titles else str(value)

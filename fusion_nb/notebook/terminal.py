@@ -197,24 +197,36 @@ class _Gone:
 
 
 def _prompt(key: str, field: AskField) -> str:
-    """``Approve the refund [y/n]``, ``Plan (free/pro) [free]``, ``Seats (1 to 50) [1]``."""
+    """``Approve the refund [y/n]``, ``Plan (free/pro) [free]``, ``Seats (1 to 50) [1]``,
+    ``Toppings (cheese, ham, olives; 1 to 2, separated by commas)``."""
     label = field.description or key
     low, high = field.minimum, field.maximum
+    bounds = ""
     if low is not None and high is not None:
-        label += f" ({low:g} to {high:g})"
+        bounds = f"{low:g} to {high:g}"
     elif low is not None:
-        label += f" (at least {low:g})"
+        bounds = f"at least {low:g}"
     elif high is not None:
-        label += f" (at most {high:g})"
-    if field.values is not None:
-        label += " (" + "/".join(map(str, field.values)) + ")"
+        bounds = f"at most {high:g}"
+    if field.type == "array":
+        picks = ", ".join(filter(None, [bounds, "separated by commas"]))
+        label += " (" + ", ".join(map(field.label, field.values or ())) + f"; {picks})"
+    elif bounds:
+        label += f" ({bounds})"
+    if field.values is not None and field.type != "array":
+        label += " (" + "/".join(map(field.label, field.values)) + ")"
     elif field.type == "boolean":
         label += " [y/n]"
     if not field.required and not field.has_default:
         label += " (optional)"
     if field.has_default:
         default = field.default_value
-        shown = ("y" if default else "n") if field.type == "boolean" else default
+        if field.type == "boolean":
+            shown = "y" if default else "n"
+        elif field.type == "array":
+            shown = ", ".join(map(field.label, default))
+        else:
+            shown = field.label(default)
         label += f" [{shown}]"
     return label
 
@@ -240,10 +252,19 @@ def _parse(text: str, key: str, field: AskField) -> Any:
             value = float(text)
         except ValueError:
             raise ValueError(f"{text!r} is not a number") from None
-    if field.values is not None and value not in field.values:
-        matches = [choice for choice in field.values if str(choice) == text]
-        value = matches[0] if matches else value
+    elif field.type == "array":
+        value = [_choice(part.strip(), field) for part in text.split(",") if part.strip()]
+    if field.values is not None and field.type != "array":
+        value = _choice(text, field)
     return field.check(value, field.description or key)
+
+
+def _choice(text: str, field: AskField) -> Any:
+    """The choice ``text`` names: its value or its label (any case), else ``text`` for the check to refuse."""
+    for choice in field.values or ():
+        if text == str(choice) or text.lower() in (str(choice).lower(), field.label(choice).lower()):
+            return choice
+    return text
 
 
 def _isatty(stream: Any) -> bool:

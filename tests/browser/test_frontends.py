@@ -19,8 +19,9 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -473,50 +474,92 @@ def put_notebook(base: str, name: str, cells: list[str]) -> None:
     urllib.request.urlopen(request, timeout=10).close()
 
 
-def test_the_first_submit_after_a_validation_error_submits(lab):
-    """Issue 43: seats 99, Submit (error line), fix to 4, Submit: the error line left, the buttons jumped
-    up under the pointer between press and release, and that first click was lost."""
+@contextlib.contextmanager
+def form_in_browser(lab, name: str, cells: list[str]) -> Iterator[tuple[Any, Any]]:
+    """A browser page on notebook ``name`` whose call shows its form: ``(page, form)``."""
     from playwright.sync_api import sync_playwright
 
-    base, path, frontend = lab
-    put_notebook(base, "form.ipynb", FORM_CELLS)
     with sync_playwright() as pw:
         browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1200})
-            page.goto(f"{base}{path.replace('ui.ipynb', 'form.ipynb')}?token={TOKEN}&reset")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
-            wait_idle(page)
-            for index in (0, 1):
-                run_cell(page, index)
-                wait_idle(page)
-            run_cell(page, 2)
-            form = outputs(page, 2)
-            submit = form.locator("button", has_text="Submit")
-            submit.wait_for(timeout=30_000)
-            seats = form.locator(".widget-text input").first
-            seats.click()
-            seats.press("Control+a")
-            seats.press_sequentially("99", delay=120)  # real key presses, a person's pace
-            time.sleep(0.3)
-            submit.click()
-            form.get_by_text("expected at most 50").wait_for(timeout=15_000)
-            shot(page, f"{frontend}-form-validation-error")
-            seats.click()
-            seats.press("Control+a")
-            seats.press_sequentially("4", delay=120)
-            time.sleep(0.5)  # a person looks at the form before clicking
-            box = submit.bounding_box()
-            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
-            page.mouse.down()
-            time.sleep(0.15)  # a person's click lasts this long; the field's value syncs on the press (blur)
-            page.mouse.up()
-            form.get_by_text("onboarded 4 seat(s)").wait_for(timeout=15_000)  # one click was enough
-            wait_idle(page)
-            shot(page, f"{frontend}-form-submitted-first-click")
+            yield page, open_form(page, lab, name, cells)
         finally:
             browser.close()
+
+
+def open_form(page, lab, name: str, cells: list[str]):
+    """Open notebook ``name`` of ``cells`` (load, define, call), run them, and return the call's form output."""
+    base, path, _frontend = lab
+    put_notebook(base, name, cells)
+    page.goto(f"{base}{path.replace('ui.ipynb', name)}?token={TOKEN}&reset")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
+    wait_idle(page)
+    for index in (0, 1):
+        run_cell(page, index)
+        wait_idle(page)
+    run_cell(page, 2)
+    form = outputs(page, 2)
+    form.locator("button", has_text="Submit").wait_for(timeout=30_000)
+    return form
+
+
+def test_the_first_submit_after_a_validation_error_submits(lab):
+    """Issue 43: seats 99, Submit (error line), fix to 4, Submit: the error line left, the buttons jumped
+    up under the pointer between press and release, and that first click was lost."""
+    frontend = lab[2]
+    with form_in_browser(lab, "form.ipynb", FORM_CELLS) as (page, form):
+        submit = form.locator("button", has_text="Submit")
+        seats = form.locator(".widget-text input").first
+        seats.click()
+        seats.press("Control+a")
+        seats.press_sequentially("99", delay=120)  # real key presses, a person's pace
+        time.sleep(0.3)
+        submit.click()
+        form.get_by_text("expected at most 50").wait_for(timeout=15_000)
+        shot(page, f"{frontend}-form-validation-error")
+        seats.click()
+        seats.press("Control+a")
+        seats.press_sequentially("4", delay=120)
+        time.sleep(0.5)  # a person looks at the form before clicking
+        box = submit.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
+        page.mouse.down()
+        time.sleep(0.15)  # a person's click lasts this long; the field's value syncs on the press (blur)
+        page.mouse.up()
+        form.get_by_text("onboarded 4 seat(s)").wait_for(timeout=15_000)  # one click was enough
+        wait_idle(page)
+        shot(page, f"{frontend}-form-submitted-first-click")
+
+
+CHOICE_CELLS = [
+    "%load_ext fusion_nb",
+    '%%fusion_tool f.action("order")\nif read_input("toppings") is None:\n'
+    '    return require_input.elicit("Your order?", {"size": ask.enum({"s": "Small", "l": "Large"}, "Size"),'
+    ' "toppings": ask.choices({"c": "Cheese", "h": "Ham", "o": "Olives"}, "Toppings").min(1).max(2)})\n'
+    "return f\"size {read_input('size')} with {read_input('toppings')}\"",
+    "print(await order())",
+]
+
+
+def test_choices_are_ticked_by_their_labels_and_a_dropdown_shows_titles(lab):
+    """SEP-1330 choices in the inline form: a checkbox per label, the bound said as ticked, a titled dropdown."""
+    frontend = lab[2]
+    with form_in_browser(lab, "choices.ipynb", CHOICE_CELLS) as (page, form):
+        assert form.get_by_text("Toppings (pick 1 to 2)").is_visible()
+        form.locator("select").select_option(label="Large")
+        for label in ("Cheese", "Ham", "Olives"):
+            form.get_by_label(label).click()
+            time.sleep(0.2)  # a person's pace
+        form.get_by_text("expected at most 2 picks, got 3").wait_for(timeout=15_000)
+        shot(page, f"{frontend}-choices-too-many")
+        form.get_by_label("Ham").click()
+        time.sleep(0.3)
+        form.locator("button", has_text="Submit").click()
+        form.get_by_text("size l with ['c', 'o']").wait_for(timeout=15_000)
+        wait_idle(page)
+        shot(page, f"{frontend}-choices-submitted")
 
 
 RELOAD_CELLS = [CELLS[0], CELLS[3], CELLS[4]]
@@ -542,23 +585,14 @@ def test_a_reload_during_a_form_never_strands_the_call(lab):
     """Issue 43: a reload while a form waited left the call waiting in the kernel and every re-run at [*]."""
     from playwright.sync_api import sync_playwright
 
-    base, path, frontend = lab
+    frontend = lab[2]
     with sync_playwright() as pw:
         browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1400})
             for saved in (True, False):
                 name = f"reload-{'saved' if saved else 'unsaved'}.ipynb"
-                put_notebook(base, name, RELOAD_CELLS)
-                page.goto(f"{base}{path.replace('ui.ipynb', name)}?token={TOKEN}&reset")
-                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-                page.wait_for_function(f"() => !!{KERNEL}", timeout=60_000)
-                wait_idle(page)
-                for index in (0, 1):
-                    run_cell(page, index)
-                    wait_idle(page)
-                run_cell(page, 2)
-                outputs(page, 2).locator("button", has_text="Submit").wait_for(timeout=30_000)
+                open_form(page, lab, name, RELOAD_CELLS)
                 if saved:
                     save(page)
                 reload_page(page)

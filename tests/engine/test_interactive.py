@@ -1,6 +1,7 @@
 """Multi-round input in the engine: scripted, re-asking, deferred (stateless) and aborted."""
 
 import json
+import re
 from types import SimpleNamespace
 
 import anyio
@@ -16,7 +17,9 @@ from fusion_nb.engine import (
     INVALID_INPUT,
     DeferToClient,
     InputChannel,
+    fields_from_schema,
     form_schema,
+    validate_form,
 )
 
 pytestmark = pytest.mark.anyio
@@ -404,3 +407,66 @@ async def test_a_different_question_after_a_decline_is_asked(app):
     answers = {"Go pro?": "decline", "Why not?": {"reason": "too dear"}}
     result = await app.call("plan", answers=lambda request: answers[request.message])
     assert result.value == "too dear"
+
+
+def test_sep1330_choices_titled_multi_and_legacy_names_round_trip():
+    """Every enum shape of MCP 2025-11-25 (SEP-1330): the schema sent, rebuilt from itself, answers checked."""
+    fields = {
+        "size": ask.enum(["s", "m", "l"]),
+        "color": ask.enum({"#f00": "Red", "#00f": "Blue"}, "Color").default("#f00"),
+        "plan": ask.enum({"free": "Free", "pro": "Pro"}).as_enum_names(),
+        "toppings": ask.choices(["cheese", "ham", "olives"], "Toppings").min(1).max(2),
+        "days": ask.choices({"mon": "Monday", "tue": "Tuesday"}).default(["mon"]).optional(),
+    }
+    schema = form_schema(fields)
+    assert schema["properties"] == {
+        "size": {"type": "string", "enum": ["s", "m", "l"]},
+        "color": {
+            "type": "string",
+            "oneOf": [{"const": "#f00", "title": "Red"}, {"const": "#00f", "title": "Blue"}],
+            "description": "Color",
+            "default": "#f00",
+        },
+        "plan": {"type": "string", "enum": ["free", "pro"], "enumNames": ["Free", "Pro"]},
+        "toppings": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["cheese", "ham", "olives"]},
+            "description": "Toppings",
+            "minItems": 1,
+            "maxItems": 2,
+        },
+        "days": {
+            "type": "array",
+            "items": {"anyOf": [{"const": "mon", "title": "Monday"}, {"const": "tue", "title": "Tuesday"}]},
+            "default": ["mon"],
+        },
+    }
+    rebuilt = fields_from_schema(schema)
+    assert form_schema(rebuilt) == schema
+    assert rebuilt["color"].label("#00f") == "Blue" and rebuilt["plan"].label("pro") == "Pro"
+    clean, problems = validate_form(rebuilt, {"size": "m", "color": "#00f", "plan": "pro", "toppings": ["ham"]})
+    assert problems == [] and clean["days"] == ["mon"] and clean["toppings"] == ["ham"]
+    _, problems = validate_form(
+        rebuilt, {"size": "xl", "color": "Red", "plan": "pro", "toppings": ["ham", "ham"], "days": "mon"}
+    )
+    assert problems == [
+        "\"size\" expected one of 's', 'm', 'l', got 'xl'",
+        "\"color\" expected one of '#f00', '#00f', got 'Red'",
+        "\"toppings\" expected each choice at most once, got ['ham', 'ham']",
+        "\"days\" expected a list of choices, got 'mon'",
+    ]
+    for picks, problem in [
+        ([], '"toppings" expected at least 1 pick, got 0'),
+        (["cheese", "ham", "olives"], '"toppings" expected at most 2 picks, got 3'),
+        (["bacon"], "\"toppings\" expected picks among 'cheese', 'ham', 'olives', got 'bacon'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(problem)):
+            rebuilt["toppings"].check(picks, "toppings")
+    for build, sentence in [
+        (lambda: ask.choices([]), "ask.choices needs a non-empty list of distinct strings"),
+        (lambda: ask.enum(["a", "a"]), "ask.enum needs a non-empty list of distinct strings"),
+        (lambda: ask.enum(["a"]).as_enum_names(), "as_enum_names() applies to an ask.enum given as {value: label}"),
+        (lambda: ask.boolean().max(2), "max() applies to ask.number, ask.integer and ask.choices, not ask.boolean"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=re.escape(sentence)):
+            build()

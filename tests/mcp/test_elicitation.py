@@ -217,3 +217,44 @@ async def test_a_declined_question_is_not_asked_again(era, answer, code):
     result = await call(era, "naive.refund", {}, {"Refund?": answer}, seen, app=app)
     assert result.is_error and result.content[0].text.startswith(f'[{code}] Tool "naive.refund": the person')
     assert len(seen) == 1, "the client was asked once"
+
+
+async def test_sep1330_enums_reach_the_client_and_its_picks_come_back_checked(era):
+    """Titled, legacy-named and multi-select choices (SEP-1330), as the conformance suite's enum scenario asks."""
+    from fusion_nb import Fusion, ask, read_input, require_input
+
+    app = Fusion("enums")
+
+    @app.f.action("order").handle
+    async def order(input, ctx):
+        if read_input("toppings") is None:
+            return require_input.elicit(
+                "Your order?",
+                {
+                    "size": ask.enum(["s", "m", "l"]),
+                    "color": ask.enum({"#f00": "Red", "#00f": "Blue"}),
+                    "plan": ask.enum({"free": "Free", "pro": "Pro"}).as_enum_names(),
+                    "toppings": ask.choices(["cheese", "ham", "olives"]).min(1).max(2),
+                    "days": ask.choices({"mon": "Monday", "tue": "Tuesday"}),
+                },
+            )
+        return ", ".join(f"{key}={read_input(key)}" for key in ("size", "color", "plan", "toppings", "days"))
+
+    seen: list = []
+    picks = {"size": "m", "color": "#00f", "plan": "pro", "toppings": ["cheese", "olives"], "days": ["tue"]}
+    result = await call(era, "order", {}, {"Your order?": picks}, seen, app=app)
+    assert result.content[0].text == "size=m, color=#00f, plan=pro, toppings=['cheese', 'olives'], days=['tue']"
+    properties = seen[0].requested_schema["properties"]
+    assert properties["color"]["oneOf"][1] == {"const": "#00f", "title": "Blue"}
+    assert properties["plan"]["enumNames"] == ["Free", "Pro"]
+    assert properties["toppings"] == {
+        "type": "array",
+        "items": {"type": "string", "enum": ["cheese", "ham", "olives"]},
+        "minItems": 1,
+        "maxItems": 2,
+    }
+    assert properties["days"]["items"]["anyOf"][0] == {"const": "mon", "title": "Monday"}
+    too_many = {**picks, "toppings": ["cheese", "ham", "olives"]}
+    refused = await call(era, "order", {}, {"Your order?": too_many}, [], app=app)
+    assert refused.is_error and '"toppings" expected at most 2 picks, got 3' in refused.content[0].text
+    await app.aclose()

@@ -152,3 +152,29 @@ def test_an_address_that_cannot_be_served_is_one_usage_line(ipython):
     assert "UsageError: %fusion serve: cannot listen on 203.0.113.1:8765: Cannot assign requested address" in shown
     assert "Traceback" not in shown and "----" not in shown, shown
     assert "not serving" in run(ipython, "%fusion status")
+
+
+ORDER = (
+    "get_ipython().run_cell_magic('fusion_tool', 'order', "
+    '\'if input_response("color").action == "missing":\\n'
+    '    return require_input.elicit("Your order?", {"color": ask.enum({"r": "Red", "b": "Blue"}, "Color"), '
+    '"toppings": ask.choices({"c": "Cheese", "h": "Ham", "o": "Olives"}, "Toppings").max(2)})\\n'
+    'return (read_input("color"), read_input("toppings"))\')'
+)
+
+
+def test_choices_are_typed_as_labels_or_values_separated_by_commas(ipython):
+    """SEP-1330 enums at a text prompt: labels shown, a label or a value accepted, picks by commas, bounds said."""
+    run(ipython, "%load_ext fusion_nb")
+    run(ipython, ORDER)
+    ipython.sendline("await order()")
+    ipython.expect(r"Color \(Red/Blue\): ")
+    ipython.sendline("blue")
+    toppings = r"Toppings \(Cheese, Ham, Olives; at most 2, separated by commas\): "
+    ipython.expect(toppings)
+    ipython.sendline("cheese, h, olives")
+    ipython.expect(r'"Toppings" expected at most 2 picks, got 3')
+    ipython.expect(toppings)
+    ipython.sendline("Cheese, o")
+    ipython.expect(PROMPT)
+    assert "('b', ['c', 'o'])" in ipython.before, ipython.before

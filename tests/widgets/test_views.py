@@ -813,3 +813,34 @@ async def test_the_text_card_shows_defaults(app):
         "  unit: 'cm' | 'in' (optional, default 'cm')",
         "  note: string/null (optional)",
     ]
+
+
+async def test_choices_are_labelled_checkboxes_checked_as_ticked_and_titled_enums_show_labels():
+    fields = {
+        "color": ask.enum({"#f00": "Red", "#00f": "Blue"}, "Color"),
+        "toppings": ask.choices({"cheese": "Cheese", "ham": "Ham", "olives": "Olives"}, "Toppings").min(1).max(2),
+    }
+    form = ElicitationForm(require_input.elicit("Order", fields))
+    color, toppings = form.inputs["color"], form.inputs["toppings"]
+    assert color.widget.options == (("Red", "#f00"), ("Blue", "#00f")), "a person reads labels; the answer is the value"
+    assert toppings.label == "Toppings (pick 1 to 2)"
+    boxes = toppings.widget.boxes
+    assert [box.description for box in boxes] == ["Cheese", "Ham", "Olives"]
+    for box in boxes:
+        box.value = True
+    assert "&quot;Toppings&quot; expected at most 2 picks, got 3" in toppings.error.value, "said as ticked"
+    boxes[1].value = False
+    assert toppings.error.value == ""
+    color.widget.value = "#00f"
+    form.submit_button.click()
+    assert form.response.content == {"color": "#00f", "toppings": ["cheese", "olives"]}
+    assert all(box.disabled for box in boxes), "answered: no more ticking"
+    assert "Color = Blue, Toppings = Cheese, Olives" in form.outcome.value, "said by the labels a person picked"
+    assert "<code>Blue</code>" in form.snapshot_html() and "<code>Cheese, Olives</code>" in form.snapshot_html()
+
+
+async def test_a_scripted_answer_ticks_the_choices():
+    form = ElicitationForm(require_input.elicit("Days", {"days": ask.choices(["mon", "tue", "wed"])}))
+    form.inputs["days"].fill(["tue", "wed"])
+    assert [box.value for box in form.inputs["days"].widget.boxes] == [False, True, True]
+    assert form.inputs["days"].read() == ["tue", "wed"]
