@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import contextvars
-import dataclasses
 import json
 import uuid
 from collections.abc import Sequence
@@ -36,8 +34,6 @@ from pydantic import ValidationError
 from ..engine import (
     DEFER,
     ELICITATION_UNSUPPORTED,
-    INVALID_INPUT,
-    CallResult,
     InputChannel,
     InputQuestion,
     InputRequest,
@@ -46,7 +42,6 @@ from ..engine import (
     ToolError,
     validation_sentence,
 )
-from .convert import result_to_wire
 
 ELICITATION_FAILED = "ELICITATION_FAILED"
 """The client declared elicitation, but its handler failed while answering (its message follows)."""
@@ -239,26 +234,19 @@ def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
     )
 
 
-refused_request_state: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "fusion_nb_refused_request_state", default=False
-)
-"""Set while a tools/call whose state the SDK's boundary refused runs again without it."""
-
-
 class FusionRequestStateBoundary(RequestStateBoundary):
     """The SDK's ``RequestStateBoundary`` (server middleware, as its docs install it), refusing in one sentence.
 
     The SDK's boundary seals and checks the state exactly as it always does; it
     refuses a tampered, expired or foreign state with a bare JSON-RPC ``-32602``
     (its documented wire shape, ``data={"reason": "invalid_request_state"}``). Here
-    that refusal becomes fusion-nb's one-sentence ``INVALID_INPUT`` tool result: the
-    request goes down the chain again without the state, flagged, and the
-    tools/call handler answers with the refusal, so the result gets the SDK's full
-    envelope. Subclassing only wraps the public ``__call__``.
+    that refusal keeps its code and data (SEP-2322: a JSON-RPC error, never a result
+    or a new question) and gets one sentence naming the tool and what to do.
+    Subclassing only wraps the public ``__call__``.
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Run the SDK's boundary; turn its refusal of a tools/call state into the tool refusal.
+        """Run the SDK's boundary; word its refusal of a tools/call state in one sentence.
 
         A request without state whose result needs no sealing (most calls) passes
         straight through; a result that does is handed to the boundary's own
@@ -283,12 +271,7 @@ class FusionRequestStateBoundary(RequestStateBoundary):
                 and params.get("requestState") is not None
             ):
                 raise
-            stateless = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
-            token = refused_request_state.set(True)
-            try:
-                return await call_next(dataclasses.replace(ctx, params=stateless))
-            finally:
-                refused_request_state.reset(token)
+            raise MCPError(INVALID_PARAMS, refused_state(str(params.get("name"))), data=exc.data) from None
 
 
 def _returning(result: HandlerResult) -> CallNext:
@@ -306,11 +289,9 @@ def state_boundary(server_name: str, *, keys: Sequence[bytes | str] | None, ttl:
     return FusionRequestStateBoundary(security, default_audience=server_name)
 
 
-def refused_state(name: str) -> dict[str, Any]:
-    """A tampered, expired or foreign ``requestState`` as one clear tool error."""
-    error = ToolError(
-        INVALID_INPUT,
-        f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call.',
-        recovery="Call the tool again without a request state to start over.",
+def refused_state(name: str) -> str:
+    """Why a tampered, expired or foreign ``requestState`` was refused, and what to do."""
+    return (
+        f'The request state sent to tool "{name}" was altered, has expired, or belongs to another call; '
+        "call the tool again without a request state to start over."
     )
-    return result_to_wire(CallResult.failure(error), has_output_schema=True)

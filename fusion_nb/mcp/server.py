@@ -29,8 +29,6 @@ from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
     channel_for,
     input_required,
-    refused_request_state,
-    refused_state,
     resumption,
     state_boundary,
 )
@@ -176,8 +174,6 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         resume = response = None
         if params.request_state:
             resume, response = resumption(params, params.request_state)
-        elif refused_request_state.get():
-            return refused_state(params.name)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         channel = channel_for(ctx, modern, http_mode)
         tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)

@@ -8,7 +8,7 @@ import sys
 import anyio
 import httpx
 import pytest
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, MCPError, StdioServerParameters, types
 from served import DATA, REPO, cli_env, run_cli, served
 
 pytestmark = pytest.mark.anyio
@@ -372,10 +372,15 @@ async def test_named_tokens_from_a_file_are_separate_clients_and_static_mode_pub
         server.token = "bob-secret-0123456789"
         async with server.client(elicitation_callback=unused) as bob:
             assert (await bob.call_tool("echo", {"text": "bob"})).structured_content["text"] == "bob"
-            stolen = await bob.session.call_tool(
-                "two.rounds", {}, input_responses=answer, request_state=first.request_state, allow_input_required=True
-            )
-            assert stolen.is_error and "belongs to another call" in stolen.content[0].text
+            with pytest.raises(MCPError) as stolen:
+                await bob.session.call_tool(
+                    "two.rounds",
+                    {},
+                    input_responses=answer,
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+            assert stolen.value.error.code == types.INVALID_PARAMS and "belongs to another call" in str(stolen.value)
         server.token = "alice-secret-0123456789"
         async with server.client(elicitation_callback=unused) as alice:
             second = await alice.session.call_tool(

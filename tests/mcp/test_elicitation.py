@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from eras import ERAS, client_for
 from fusion_mcp_testapp import make_app
-from mcp import Client, types
+from mcp import Client, MCPError, types
 
 from fusion_nb.mcp import mcp_server
 from fusion_nb.mcp.elicitation import declared_modes
@@ -159,11 +159,13 @@ async def test_a_bad_request_state_is_refused_in_one_sentence(how):
         state = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
     checking = mcp_server(app, request_state_keys=[b"o" * 32 if how == "other keys" else KEY])
     async with manual(checking) as client:
-        refused = await retry(client, state, args)
-    assert refused.is_error
-    assert refused.content[0].text.startswith(
-        '[INVALID_INPUT] The request state sent to tool "billing.refund" was altered, '
-        "has expired, or belongs to another call."
+        with pytest.raises(MCPError) as raised:  # SEP-2322: a JSON-RPC error, never a result or a new question
+            await retry(client, state, args)
+    assert raised.value.error.code == types.INVALID_PARAMS
+    assert raised.value.error.data == {"reason": "invalid_request_state"}
+    assert str(raised.value) == (
+        'The request state sent to tool "billing.refund" was altered, has expired, or belongs to another call; '
+        "call the tool again without a request state to start over."
     )
 
 

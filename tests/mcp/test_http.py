@@ -185,7 +185,7 @@ async def test_refund_flow_and_unsupported_elicitation_over_http(served, mode):
 
 
 async def test_tampered_request_state_is_refused_over_http(served):
-    from mcp import types
+    from mcp import MCPError, types
 
     async def unused(context, params):
         raise AssertionError("the test drives the rounds")
@@ -196,13 +196,19 @@ async def test_tampered_request_state_is_refused_over_http(served):
         state = first.request_state
         tampered = state[:-6] + ("A" if state[-6] != "A" else "B") + state[-5:]
         answer = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
-        refused = await client.session.call_tool(
-            "billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=tampered, allow_input_required=True
-        )
+        with pytest.raises(MCPError) as refused:
+            await client.session.call_tool(
+                "billing.refund",
+                {"id": "inv-7"},
+                input_responses=answer,
+                request_state=tampered,
+                allow_input_required=True,
+            )
         accepted = await client.session.call_tool(
             "billing.refund", {"id": "inv-7"}, input_responses=answer, request_state=state, allow_input_required=True
         )
-    assert refused.is_error and "was altered, has expired, or belongs to another call" in refused.content[0].text
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert "was altered, has expired, or belongs to another call; call the tool again" in str(refused.value)
     assert accepted.content[0].text == "refunded inv-7"
 
 
@@ -264,7 +270,7 @@ async def test_each_named_token_is_its_own_client(mode):
 
 
 async def test_request_state_minted_for_one_token_is_refused_under_another():
-    from mcp import types
+    from mcp import MCPError, types
 
     async def unused(context, params):
         raise AssertionError("the test drives the rounds")
@@ -275,13 +281,14 @@ async def test_request_state_minted_for_one_token_is_refused_under_another():
             first = await alice.session.call_tool("billing.refund", {"id": "inv-7"}, allow_input_required=True)
             assert isinstance(first, types.InputRequiredResult)
         async with served.client("auto", token=TOKENS["ci"], elicitation_callback=unused) as ci:
-            stolen = await ci.session.call_tool(
-                "billing.refund",
-                {"id": "inv-7"},
-                input_responses=answer,
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
+            with pytest.raises(MCPError) as stolen:
+                await ci.session.call_tool(
+                    "billing.refund",
+                    {"id": "inv-7"},
+                    input_responses=answer,
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
         async with served.client("auto", token=TOKENS["alice"], elicitation_callback=unused) as alice:
             resumed = await alice.session.call_tool(
                 "billing.refund",
@@ -290,7 +297,7 @@ async def test_request_state_minted_for_one_token_is_refused_under_another():
                 request_state=first.request_state,
                 allow_input_required=True,
             )
-    assert stolen.is_error and "belongs to another call" in stolen.content[0].text
+    assert stolen.value.error.code == types.INVALID_PARAMS and "belongs to another call" in str(stolen.value)
     assert resumed.content[0].text == "refunded inv-7"
 
 
