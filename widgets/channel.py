@@ -62,8 +62,8 @@ class WidgetInputChannel(InputChannel):
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Show the question's prompt in its call's views (or on its own) and wait for the answer."""
-        if not self.available:
-            return None
+        if not self.available or not question.request.for_person:
+            return None  # (sampling and roots: only an MCP client answers those)
         prompt = make_prompt(question.request, question.problems)
         self.prompts.append(prompt)
         place(prompt, question.call_id, self.show)
@@ -109,7 +109,7 @@ class ShownScriptedAnswers(InputChannel):
         """The script's answer, shown in the call's views as an answered prompt."""
         response = await self.script.ask(question)
         visible = has_widget_frontend() if self.frontend is None else self.frontend
-        if response is None or not visible:
+        if response is None or not visible or not question.request.for_person:
             return response
         prompt = make_prompt(question.request)
         prompt.answer_by_script(response)

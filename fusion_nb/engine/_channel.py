@@ -87,7 +87,7 @@ class ScriptedAnswers(InputChannel):
             field = request.fields.get(key) if request.fields else None
             if answers.get(key) in ACTIONS[1:] and not (field is not None and field.values):
                 return InputResponse(answers[key])
-        if request.kind == "url":
+        if request.kind != "elicit":
             return as_response(request, answers.get(request.key))
         content = {key: answers[key] for key in request.keys() if key in answers}  # noqa: SIM118 (InputRequest, not a dict)
         return InputResponse(ACCEPT, content) if content else None
@@ -101,6 +101,8 @@ def as_response(request: InputRequest, reply: Any) -> InputResponse | None:
         return InputResponse(reply)
     if request.kind == "url":
         return InputResponse(ACCEPT if reply else DECLINE)
+    if not request.for_person and isinstance(reply, Mapping):  # the client's own answer (sampling, roots), whole
+        return InputResponse(ACCEPT, dict(reply))
     if isinstance(reply, Mapping):
         return InputResponse(ACCEPT, dict(reply))
     raise TypeError(

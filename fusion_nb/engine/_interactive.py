@@ -1,6 +1,8 @@
 """Multi-round input: a handler returns a request; the call is re-entered with the answers.
 
-``require_input.elicit`` / ``require_input.url`` build the request a handler returns.
+``require_input.elicit`` / ``require_input.url`` build the request a handler returns (a
+person answers); ``require_input.sample`` / ``require_input.roots`` ask the client itself
+(its model, its roots), answered only by an MCP client that declared them.
 On re-entry ``read_input``, ``input_response`` and ``read_request_state`` read the
 answers of every earlier round of the same call (held in a context variable, so
 they also work in worker threads and in middleware).
@@ -38,17 +40,24 @@ ACTIONS = (ACCEPT, DECLINE, CANCEL)
 
 @dataclass(frozen=True, slots=True)
 class InputRequest:
-    """What a handler asks for: a form (``fields``) or a URL visit (``url``).
+    """What a handler asks for: a form (``fields``), a URL visit (``url``), a reply of the client's
+    model (``sample``, its MCP ``params``) or the client's roots (``roots``).
 
-    ``key`` names the request (a URL request's answer is read as ``read_input(key)``).
+    ``key`` names the request (a URL, sampling or roots answer is read as ``read_input(key)``).
     """
 
-    kind: str  # "elicit" or "url"
+    kind: str  # "elicit", "url", "sample" or "roots"
     message: str
     fields: dict[str, AskField] | None = None
     url: str | None = None
     state: Any = None
     key: str = "input"
+    params: dict[str, Any] | None = None
+
+    @property
+    def for_person(self) -> bool:
+        """Whether a person answers it (a form or a URL), not the client itself (sampling, roots)."""
+        return self.kind in ("elicit", "url")
 
     @property
     def schema(self) -> dict[str, Any] | None:
@@ -96,7 +105,7 @@ class InputQuestion:
 
 
 class _RequireInput:
-    """``require_input.elicit(message, fields)`` and ``require_input.url(message, url)``."""
+    """``require_input.elicit``, ``.url``, ``.sample`` and ``.roots``: what a handler returns to ask."""
 
     @staticmethod
     def elicit(message: str, fields: dict[str, AskField], *, state: Any = None) -> InputRequest:
@@ -119,6 +128,45 @@ class _RequireInput:
         """
         check_url(url)
         return InputRequest("url", message, url=url, state=_json_checked(state), key=key)
+
+    @staticmethod
+    def sample(
+        messages: str | list[Any],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        state: Any = None,
+        key: str = "sample",
+    ) -> InputRequest:
+        """Ask the client's model (MCP sampling): ``messages`` a prompt, or ``{"role", "content"}`` dicts.
+
+        ``read_input(key)`` is then the client's ``CreateMessageResult`` as a dict (``role``,
+        ``content``, ``model``...). Only a client that declared sampling can answer.
+        """
+        listed = [{"role": "user", "content": messages}] if isinstance(messages, str) else list(messages)
+        wire = []
+        for message in listed:
+            role, content = (message.get("role"), message.get("content")) if isinstance(message, dict) else (None, None)
+            if role not in ("user", "assistant") or content is None:
+                raise ValueError(
+                    "require_input.sample needs a prompt or {'role': 'user' or 'assistant', 'content': ...}"
+                )
+            wire.append(
+                {"role": role, "content": {"type": "text", "text": content} if isinstance(content, str) else content}
+            )
+        if type(max_tokens) is not int or max_tokens < 1:
+            raise ValueError(f"require_input.sample needs max_tokens, a whole number of at least 1, not {max_tokens!r}")
+        params: dict[str, Any] = {"messages": wire, "maxTokens": max_tokens}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        content = wire[0]["content"] if wire else {}
+        first = content.get("text", "") if isinstance(content, dict) else ""
+        return InputRequest("sample", first, state=_json_checked(state), key=key, params=_json_checked(params))
+
+    @staticmethod
+    def roots(*, state: Any = None, key: str = "roots") -> InputRequest:
+        """Ask the client for its roots (the folders it works in); ``read_input(key)`` is ``{"roots": [...]}``."""
+        return InputRequest("roots", "the client's roots", state=_json_checked(state), key=key)
 
 
 require_input = _RequireInput()
@@ -167,11 +215,12 @@ class Rounds:
 
     def record(self, request: InputRequest, response: InputResponse) -> None:
         for key in request.keys():  # noqa: SIM118 (InputRequest.keys() is a method, not a dict view)
-            value = (
-                response.content.get(key)
-                if response.content is not None and request.kind == "elicit"
-                else (True if response.accepted else None)
-            )
+            if request.kind == "elicit":
+                value = response.content.get(key) if response.content is not None else None
+            elif request.kind == "url":
+                value = True if response.accepted else None
+            else:  # the client's own answer (a sampling result, its roots), whole
+                value = response.content if response.accepted else None
             self.answers[key] = {"action": response.action, "content": response.content, "value": value}
         self.state = request.state
 
@@ -233,6 +282,7 @@ def continuation(tool: str, args: Any, rounds: Rounds, pending: InputRequest) ->
             "schema": pending.schema,
             "url": pending.url,
             "state": pending.state,
+            "params": pending.params,
         },
     }
 
@@ -251,6 +301,7 @@ def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Round
             url=pending.get("url"),
             state=pending.get("state"),
             key=pending["key"],
+            params=pending.get("params"),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         foreign = True

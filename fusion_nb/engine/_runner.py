@@ -523,7 +523,7 @@ class Runner:
             response = await channel.ask(InputQuestion(request, tool.name, call.id, call.signal, problems))
             call.mark(RUNNING)
             if response is None:
-                raise no_way_to_ask(tool.name, request.message)
+                raise no_way_to_ask(tool.name, request.message, request.kind)
             if response is DEFER:
                 raise Deferred(
                     {"request": request, "continuation": continuation(tool.name, call.arguments, rounds, request)}

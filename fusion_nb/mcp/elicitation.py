@@ -26,6 +26,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INVALID_PARAMS
 from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -67,14 +68,26 @@ def declared_modes(capabilities: types.ClientCapabilities | None) -> frozenset[s
     )
 
 
+_MODES = {"url": "url", "elicit": "form", "sample": "sampling", "roots": "roots"}
+
+
 def mode_of(request: InputRequest) -> str:
-    """The elicitation mode an engine request is sent in: ``"url"`` or ``"form"``."""
-    return "url" if request.kind == "url" else "form"
+    """What a client must declare to answer an engine request: ``form``, ``url``, ``sampling`` or ``roots``."""
+    return _MODES[request.kind]
+
+
+def answerable(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
+    """Every kind of request a client declared it answers: its elicitation modes, sampling, roots."""
+    modes = declared_modes(capabilities)
+    if capabilities is not None:
+        given = (("sampling", capabilities.sampling), ("roots", capabilities.roots))
+        modes = modes | {mode for mode, declared in given if declared is not None}
+    return modes
 
 
 def client_can_answer(session: ServerSession, request: InputRequest) -> bool:
-    """Did the client declare the elicitation mode this request needs?"""
-    return mode_of(request) in declared_modes(session.client_capabilities)
+    """Did the client declare what this request needs (an elicitation mode, sampling, roots)?"""
+    return mode_of(request) in answerable(session.client_capabilities)
 
 
 class DeferInDeclaredModes(InputChannel):
@@ -93,10 +106,7 @@ class DeferInDeclaredModes(InputChannel):
         return DEFER if mode_of(question.request) in self.modes else None
 
 
-_DEFERRING = {
-    modes: DeferInDeclaredModes(modes)
-    for modes in (frozenset({"form"}), frozenset({"url"}), frozenset({"form", "url"}))
-}
+_DEFERRING: dict[frozenset[str], DeferInDeclaredModes] = {}
 
 
 def form_schema(request: InputRequest) -> dict[str, Any]:
@@ -115,16 +125,16 @@ def no_back_channel(tool: str, server_mode: str) -> ToolError:
     )
 
 
-def handler_failed(tool: str, client_message: object) -> ToolError:
-    """``ELICITATION_FAILED``: the client's own elicitation handler failed (its message, bounded, quoted).
+def handler_failed(tool: str, client_message: object, handler: str = "elicitation") -> ToolError:
+    """``ELICITATION_FAILED``: the client's own ``handler`` failed (its message, bounded, quoted).
 
     Shared with ``fusion-nb connect``, which gives its host the sentence this server would.
     """
     message = " ".join(str(client_message).split())[:_CLIENT_MESSAGE_LIMIT]
     return ToolError(
         ELICITATION_FAILED,
-        f'Tool "{tool}" asked for input and the client\'s elicitation handler failed: {message!r}.',
-        recovery="Fix or retry the client's elicitation handler; the tool did not run past its question.",
+        f'Tool "{tool}" asked for input and the client\'s {handler} handler failed: {message!r}.',
+        recovery=f"Fix or retry the client's {handler} handler; the tool did not run past its question.",
     )
 
 
@@ -168,6 +178,8 @@ class LiveElicitation(InputChannel):
         if not client_can_answer(session, request):
             return None  # the engine's ELICITATION_UNSUPPORTED: the client declared no such capability
         try:
+            if not request.for_person:
+                return InputResponse("accept", await self._ask_client(request))
             if request.kind == "url":
                 assert request.url is not None
                 result = await session.elicit_url(
@@ -182,10 +194,27 @@ class LiveElicitation(InputChannel):
                 raise no_back_channel(tool, mode) from None
             return None
         except MCPError as exc:
-            raise handler_failed(tool, exc.message) from None
+            raise handler_failed(tool, exc.message, _HANDLERS[request.kind]) from None
         except ValidationError as exc:  # an answer the protocol's ElicitResult refuses: the client's fault, said so
             raise malformed_answer(tool, exc) from None
         return InputResponse(result.action, result.content)
+
+    async def _ask_client(self, request: InputRequest) -> dict[str, Any]:
+        """Sampling or roots, asked of the client over the live session: its result, whole, as a dict."""
+        related = ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        result: Any
+        if request.kind == "roots":
+            result = await self.ctx.session.send_request(
+                types.ListRootsRequest(), types.ListRootsResult, metadata=related
+            )
+        else:  # (the request itself, not the SDK's create_message helper: it warns that 2026 deprecates sampling)
+            asked = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request.params))
+            result = await self.ctx.session.send_request(asked, types.CreateMessageResult, metadata=related)
+        dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+
+
+_HANDLERS = {"elicit": "elicitation", "url": "elicitation", "sample": "sampling", "roots": "roots"}
 
 
 def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -201,8 +230,13 @@ def channel_for(ctx: ServerRequestContext[Any, Any], modern: bool, http_mode: st
     On 2026 the declared modes are read per request (they travel in each request's envelope).
     """
     if modern:
-        modes = declared_modes(ctx.session.client_capabilities)
-        return _DEFERRING[modes] if modes else _NO_CHANNEL
+        modes = answerable(ctx.session.client_capabilities)
+        if not modes:
+            return _NO_CHANNEL
+        channel = _DEFERRING.get(modes)
+        if channel is None:
+            channel = _DEFERRING[modes] = DeferInDeclaredModes(modes)
+        return channel
     return LiveElicitation(ctx, http_mode)
 
 
@@ -210,26 +244,39 @@ def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dic
     """The continuation and the client's answer carried by a 2026 retry (state already unsealed)."""
     try:
         state = json.loads(plaintext)
-        key = state["pending"]["key"]
+        key, kind = state["pending"]["key"], state["pending"]["kind"]
     except (ValueError, KeyError, TypeError):
         return {}, None  # the engine refuses it with a clear sentence
     answer = (params.input_responses or {}).get(key)
-    if not isinstance(answer, types.ElicitResult):
-        return state, None  # no answer (or not an elicitation answer): the engine asks again or refuses
-    return state, InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
+    if not isinstance(answer, _ANSWERS.get(kind, types.ElicitResult)):
+        return state, None  # no answer (or not one of this request's kind): the engine asks again or refuses
+    if isinstance(answer, types.ElicitResult):
+        return state, InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
+    return state, InputResponse("accept", answer.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+_ANSWERS: dict[str, Any] = {
+    "sample": (types.CreateMessageResult, types.CreateMessageResultWithTools),
+    "roots": types.ListRootsResult,
+}
 
 
 def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
     """The wire form of an engine input request plus its continuation (sealed by the boundary)."""
     request: InputRequest = payload["request"]
-    params: types.ElicitRequestURLParams | types.ElicitRequestFormParams
+    asked: types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest
     if request.kind == "url":
         assert request.url is not None
-        params = types.ElicitRequestURLParams(message=request.message, url=request.url)
+        asked = types.ElicitRequest(params=types.ElicitRequestURLParams(message=request.message, url=request.url))
+    elif request.kind == "sample":
+        asked = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request.params))
+    elif request.kind == "roots":
+        asked = types.ListRootsRequest()
     else:
         params = types.ElicitRequestFormParams(message=request.message, requested_schema=form_schema(request))
+        asked = types.ElicitRequest(params=params)
     return types.InputRequiredResult(
-        input_requests={request.key: types.ElicitRequest(params=params)},
+        input_requests={request.key: asked},
         request_state=json.dumps(payload["continuation"], separators=(",", ":")),
     )
 

@@ -230,8 +230,8 @@ def requested_ttl(name: str, task_param: object) -> float | None:
 
 
 def _can_answer(ctx: ServerRequestContext[Any, Any]) -> Any:
-    modes = declared_modes(ctx.session.client_capabilities)
-    return lambda request: mode_of(request) in modes
+    modes = declared_modes(ctx.session.client_capabilities)  # (a task asks a person only: no sampling, no roots)
+    return lambda request: request.for_person and mode_of(request) in modes
 
 
 class TaskWire:

@@ -68,8 +68,8 @@ class TerminalInputChannel(InputChannel):
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Prompt in a worker thread (the loop lives on); a cancelled call stops the prompt."""
-        if not self.available:
-            return None
+        if not self.available or not question.request.for_person:
+            return None  # (sampling and roots: only an MCP client answers those)
         dropped = threading.Event()
         try:
             return await anyio.to_thread.run_sync(self._ask, question, dropped, abandon_on_cancel=True)

@@ -83,6 +83,10 @@ class TrafficLog:
                 state["request"] = request
                 if request.kind == "url":
                     add("←", "elicitation/create", f"url {request.url} {request.message!r}")
+                elif request.kind == "sample":
+                    add("←", "sampling/createMessage", repr(request.message))
+                elif request.kind == "roots":
+                    add("←", "roots/list", "")
                 else:
                     add("←", "elicitation/create", f"{request.message!r} {_compact(request.schema)}")
             elif request is None and state["request"] is not None and changed_call.status == "running":

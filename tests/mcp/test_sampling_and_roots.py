@@ -1,0 +1,119 @@
+"""A tool asks the client itself: its model (sampling) or its roots, in every era, with the SDK's real client.
+
+2025: ``sampling/createMessage`` and ``roots/list`` over the live session; 2026: an
+``InputRequiredResult`` carrying the request, answered by the client's retry. A client that
+declared neither gets one sentence at once; the notebook's own channels (a person) pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from eras import ERAS, client_for
+from http_serving import serve
+from mcp import types
+
+from fusion_nb import Fusion, read_input, require_input
+from fusion_nb.engine import ScriptedAnswers
+from fusion_nb.mcp import mcp_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def sampling_app() -> Fusion:
+    app = Fusion("asks-the-client")
+
+    @app.f.query("summarise").with_string("text", "What to summarise").handle
+    async def summarise(input: Any, ctx: Any) -> Any:
+        reply = read_input("sample")
+        if reply is None:
+            return require_input.sample(
+                f"Summarise: {input.text}", max_tokens=50, system_prompt="Be brief.", state={"asked": 1}
+            )
+        return f"{reply['model']} says {reply['content']['text']}"
+
+    @app.f.query("workspace").handle
+    async def workspace(input: Any, ctx: Any) -> Any:
+        roots = read_input("roots")
+        if roots is None:
+            return require_input.roots()
+        return [root["uri"] for root in roots["roots"]]
+
+    return app
+
+
+async def model(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    assert params.system_prompt == "Be brief." and params.max_tokens == 50
+    (message,) = params.messages
+    assert isinstance(message.content, types.TextContent)
+    text = message.content.text
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text=text.upper()), model="echo-1"
+    )
+
+
+async def roots(context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root.model_validate({"uri": "file:///work/project", "name": "project"})])
+
+
+async def check(client: Any) -> None:
+    summary = await client.call_tool("summarise", {"text": "a long day"})
+    assert summary.is_error is False and summary.content[0].text == "echo-1 says SUMMARISE: A LONG DAY"
+    where = await client.call_tool("workspace", {})
+    assert where.structured_content == {"result": ["file:///work/project"]}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_asks_the_clients_model_and_roots(era):
+    app = sampling_app()
+    async with client_for(mcp_server(app), era, sampling_callback=model, list_roots_callback=roots) as client:
+        await check(client)
+    await app.aclose()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_tool_asks_the_clients_model_and_roots_over_http(mode):
+    async with (
+        serve(sampling_app()) as served,
+        served.client(mode, sampling_callback=model, list_roots_callback=roots) as client,
+    ):
+        await check(client)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_that_declared_neither_is_told_in_one_sentence(era):
+    app = sampling_app()
+    async with client_for(mcp_server(app), era) as client:
+        summary = await client.call_tool("summarise", {"text": "x"})
+        where = await client.call_tool("workspace", {})
+    assert summary.is_error and summary.content[0].text.startswith(
+        "[ELICITATION_UNSUPPORTED] Tool \"summarise\" asks the client's model ('Summarise: x') "
+        "but this caller declared no sampling."
+    )
+    assert where.is_error and where.content[0].text.startswith(
+        '[ELICITATION_UNSUPPORTED] Tool "workspace" asks for the client\'s roots but this caller declared no roots.'
+    )
+    await app.aclose()
+
+
+async def test_scripted_answers_stand_in_for_the_client():
+    app = sampling_app()
+    reply = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "script"}
+    result = await app.run(app.request("summarise", {"text": "x"}, channel=ScriptedAnswers({"sample": reply})))
+    assert result.value == "script says short"
+    await app.aclose()
+
+
+def test_a_sampling_request_built_wrong_is_one_sentence():
+    for build, sentence in [
+        (lambda: require_input.sample("hi", max_tokens=0), "require_input.sample needs max_tokens, a whole number"),
+        (lambda: require_input.sample([{"content": "hi"}], max_tokens=5), "require_input.sample needs a prompt or"),
+    ]:
+        with pytest.raises(ValueError, match=sentence):
+            build()
