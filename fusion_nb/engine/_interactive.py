@@ -46,13 +46,14 @@ class InputRequest:
     ``key`` names the request (a URL, sampling or roots answer is read as ``read_input(key)``).
     """
 
-    kind: str  # "elicit", "url", "sample" or "roots"
+    kind: str  # "elicit", "url", "sample", "roots", or "all" (its ``parts`` asked in one round)
     message: str
     fields: dict[str, AskField] | None = None
     url: str | None = None
     state: Any = None
     key: str = "input"
     params: dict[str, Any] | None = None
+    parts: tuple[InputRequest, ...] = ()
 
     @property
     def for_person(self) -> bool:
@@ -65,7 +66,9 @@ class InputRequest:
         return form_schema(self.fields) if self.fields is not None else None
 
     def keys(self) -> list[str]:
-        """The answer keys this request fills: its form's field names, or its single ``key``."""
+        """The answer keys this request fills: its form's field names, its single ``key``, or its parts' keys."""
+        if self.parts:
+            return [key for part in self.parts for key in part.keys()]  # noqa: SIM118 (a method, not a dict view)
         return list(self.fields) if self.fields is not None else [self.key]
 
 
@@ -164,6 +167,22 @@ class _RequireInput:
         return InputRequest("sample", first, state=_json_checked(state), key=key, params=_json_checked(params))
 
     @staticmethod
+    def all(*requests: InputRequest, state: Any = None) -> InputRequest:
+        """Several requests in one round (a form, the client's model, its roots...), each read by its keys.
+
+        A 2026 client gets them in one ``InputRequiredResult`` and answers them together; a
+        2025 client and a person are asked one after the other. Their keys must not overlap.
+        """
+        if not requests or not all(isinstance(r, InputRequest) and not r.parts for r in requests):
+            raise ValueError("require_input.all needs one or more require_input.* requests (not nested)")
+        answered = [key for r in requests for key in r.keys()]  # noqa: SIM118 (a method, not a dict view)
+        if len(set(answered)) != len(answered) or len({r.key for r in requests}) != len(requests):
+            raise ValueError(f"require_input.all needs requests whose keys differ, got {answered}")
+        message = "; ".join(r.message for r in requests)
+        key = "+".join(r.key for r in requests)
+        return InputRequest("all", message, state=_json_checked(state), key=key, parts=tuple(requests))
+
+    @staticmethod
     def roots(*, state: Any = None, key: str = "roots") -> InputRequest:
         """Ask the client for its roots (the folders it works in); ``read_input(key)`` is ``{"roots": [...]}``."""
         return InputRequest("roots", "the client's roots", state=_json_checked(state), key=key)
@@ -214,6 +233,12 @@ class Rounds:
     state: Any = None
 
     def record(self, request: InputRequest, response: InputResponse) -> None:
+        if request.parts:  # (its answer holds one answer per part, by the part's key)
+            answers = response.content or {}
+            for part in request.parts:
+                self.record(part, answers.get(part.key) or InputResponse(CANCEL))
+            self.state = request.state
+            return
         for key in request.keys():  # noqa: SIM118 (InputRequest.keys() is a method, not a dict view)
             if request.kind == "elicit":
                 value = response.content.get(key) if response.content is not None else None
@@ -275,34 +300,43 @@ def continuation(tool: str, args: Any, rounds: Rounds, pending: InputRequest) ->
         "round": rounds.round,
         "answers": rounds.answers,
         "state": rounds.state,
-        "pending": {
-            "kind": pending.kind,
-            "key": pending.key,
-            "message": pending.message,
-            "schema": pending.schema,
-            "url": pending.url,
-            "state": pending.state,
-            "params": pending.params,
-        },
+        "pending": _pending(pending),
     }
+
+
+def _pending(request: InputRequest) -> dict[str, Any]:
+    return {
+        "kind": request.kind,
+        "key": request.key,
+        "message": request.message,
+        "schema": request.schema,
+        "url": request.url,
+        "state": request.state,
+        "params": request.params,
+        "parts": [_pending(part) for part in request.parts],
+    }
+
+
+def _request(pending: Mapping[str, Any]) -> InputRequest:
+    schema = pending.get("schema")
+    return InputRequest(
+        pending["kind"],
+        pending["message"],
+        fields=fields_from_schema(schema) if schema else None,
+        url=pending.get("url"),
+        state=pending.get("state"),
+        key=pending["key"],
+        params=pending.get("params"),
+        parts=tuple(_request(part) for part in pending.get("parts") or ()),
+    )
 
 
 def restore(tool_name: str, args: Any, resume: Mapping[str, Any]) -> tuple[Rounds, InputRequest]:
     """Rebuild a call's rounds and pending request from its continuation, or refuse it."""
     try:
         foreign = resume.get("tool") != tool_name or resume.get("args") != arguments_digest(args)
-        pending = resume["pending"]
         rounds = Rounds(int(resume["round"]), dict(resume["answers"]), resume.get("state"))
-        schema = pending.get("schema")
-        request = InputRequest(
-            pending["kind"],
-            pending["message"],
-            fields=fields_from_schema(schema) if schema else None,
-            url=pending.get("url"),
-            state=pending.get("state"),
-            key=pending["key"],
-            params=pending.get("params"),
-        )
+        request = _request(resume["pending"])
     except (KeyError, TypeError, ValueError, AttributeError):
         foreign = True
     if foreign:
@@ -326,6 +360,15 @@ def checked_answer(tool_name: str, request: InputRequest, response: InputRespons
     """The answer validated against its form: ``Reask`` or ``INVALID_ANSWER`` when it does not fit."""
     if response.action not in ACTIONS:
         raise bad_action(tool_name, response.action)
+    if request.parts and response.action == ACCEPT:
+        answers = response.content or {}
+        checked = {}
+        for part in request.parts:
+            answer = answers.get(part.key)
+            checked[part.key] = (
+                CANCEL_RESPONSE if answer is None else checked_answer(tool_name, part, answer, can_reask)
+            )
+        return InputResponse(ACCEPT, checked)
     if response.action != ACCEPT or request.fields is None:
         return response
     content, problems = validate_form(request.fields, response.content)
@@ -334,3 +377,7 @@ def checked_answer(tool_name: str, request: InputRequest, response: InputRespons
     if can_reask:
         raise Reask(problems)
     raise invalid_answer(tool_name, problems)
+
+
+#: the answer of a part nobody answered
+CANCEL_RESPONSE = InputResponse(CANCEL)

@@ -36,6 +36,7 @@ from ._errors import (
 from ._errors import rounds_exceeded as too_many_rounds
 from ._handlers import make_runner
 from ._interactive import (
+    ACCEPT,
     CANCEL,
     InputQuestion,
     InputRequest,
@@ -511,23 +512,41 @@ class Runner:
         self.call.cancel(TIMEOUT)
 
     async def _collect(self, request: InputRequest, rounds: Rounds) -> InputResponse:
-        """Ask the channel for the answers, re-asking invalid ones where it can."""
+        """Ask the channel for the answers, re-asking invalid ones where it can.
+
+        The parts of ``require_input.all`` are one round: each asked in turn, or, when the
+        channel defers to its client, all of them deferred together (each one it can answer).
+        """
+        if not request.parts:
+            return await self._ask(request, rounds, request)
+        answers = {}
+        for index, part in enumerate(request.parts):
+            answers[part.key] = await self._ask(part, rounds, request, counted=index > 0)
+        return InputResponse(ACCEPT, answers)
+
+    async def _ask(
+        self, request: InputRequest, rounds: Rounds, whole: InputRequest, counted: bool = False
+    ) -> InputResponse:
         tool, call, channel = self.plan.tool, self.call, self.channel
         limit = tool.max_rounds or self.settings.max_rounds
         problems: tuple[str, ...] = ()
         while True:
-            rounds.round += 1
-            if rounds.round > limit:
-                raise too_many_rounds(tool.name, limit)
+            if not counted:
+                rounds.round += 1
+                if rounds.round > limit:
+                    raise too_many_rounds(tool.name, limit)
+            counted = False
             call.mark(WAITING, request)
             response = await channel.ask(InputQuestion(request, tool.name, call.id, call.signal, problems))
             call.mark(RUNNING)
             if response is None:
                 raise no_way_to_ask(tool.name, request.message, request.kind)
             if response is DEFER:
-                raise Deferred(
-                    {"request": request, "continuation": continuation(tool.name, call.arguments, rounds, request)}
-                )
+                for part in whole.parts:  # every part goes to the client at once: each must be one it answers
+                    if await channel.ask(InputQuestion(part, tool.name, call.id, call.signal)) is None:
+                        raise no_way_to_ask(tool.name, part.message, part.kind)
+                payload = {"request": whole, "continuation": continuation(tool.name, call.arguments, rounds, whole)}
+                raise Deferred(payload)
             try:
                 return checked_answer(tool.name, request, response, channel.can_reask)
             except Reask as reask:

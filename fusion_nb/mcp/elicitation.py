@@ -73,7 +73,7 @@ _MODES = {"url": "url", "elicit": "form", "sample": "sampling", "roots": "roots"
 
 def mode_of(request: InputRequest) -> str:
     """What a client must declare to answer an engine request: ``form``, ``url``, ``sampling`` or ``roots``."""
-    return _MODES[request.kind]
+    return _MODES.get(request.kind, request.kind)
 
 
 def answerable(capabilities: types.ClientCapabilities | None) -> frozenset[str]:
@@ -244,15 +244,24 @@ def resumption(params: types.CallToolRequestParams, plaintext: str) -> tuple[dic
     """The continuation and the client's answer carried by a 2026 retry (state already unsealed)."""
     try:
         state = json.loads(plaintext)
-        key, kind = state["pending"]["key"], state["pending"]["kind"]
+        pending = state["pending"]
+        responses = params.input_responses or {}
+        if pending["kind"] != "all":
+            return state, _answer(pending, responses)
+        answers = {part["key"]: _answer(part, responses) for part in pending["parts"]}
     except (ValueError, KeyError, TypeError):
         return {}, None  # the engine refuses it with a clear sentence
-    answer = (params.input_responses or {}).get(key)
-    if not isinstance(answer, _ANSWERS.get(kind, types.ElicitResult)):
-        return state, None  # no answer (or not one of this request's kind): the engine asks again or refuses
+    return state, InputResponse("accept", {key: answer for key, answer in answers.items() if answer is not None})
+
+
+def _answer(pending: dict[str, Any], responses: dict[str, Any]) -> InputResponse | None:
+    """The client's answer to one pending request, or ``None`` when it sent none of that request's kind."""
+    answer = responses.get(pending["key"])
+    if not isinstance(answer, _ANSWERS.get(pending["kind"], types.ElicitResult)):
+        return None  # no answer (or not one of this request's kind): the engine asks again or refuses
     if isinstance(answer, types.ElicitResult):
-        return state, InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
-    return state, InputResponse("accept", answer.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return InputResponse(answer.action, dict(answer.content) if answer.content is not None else None)
+    return InputResponse("accept", answer.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 _ANSWERS: dict[str, Any] = {
@@ -261,22 +270,24 @@ _ANSWERS: dict[str, Any] = {
 }
 
 
+def _asked(request: InputRequest) -> types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest:
+    """One engine request as the request a 2026 client answers in its retry."""
+    if request.kind == "url":
+        assert request.url is not None
+        return types.ElicitRequest(params=types.ElicitRequestURLParams(message=request.message, url=request.url))
+    if request.kind == "sample":
+        return types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request.params))
+    if request.kind == "roots":
+        return types.ListRootsRequest()
+    params = types.ElicitRequestFormParams(message=request.message, requested_schema=form_schema(request))
+    return types.ElicitRequest(params=params)
+
+
 def input_required(payload: dict[str, Any]) -> types.InputRequiredResult:
     """The wire form of an engine input request plus its continuation (sealed by the boundary)."""
     request: InputRequest = payload["request"]
-    asked: types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest
-    if request.kind == "url":
-        assert request.url is not None
-        asked = types.ElicitRequest(params=types.ElicitRequestURLParams(message=request.message, url=request.url))
-    elif request.kind == "sample":
-        asked = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request.params))
-    elif request.kind == "roots":
-        asked = types.ListRootsRequest()
-    else:
-        params = types.ElicitRequestFormParams(message=request.message, requested_schema=form_schema(request))
-        asked = types.ElicitRequest(params=params)
     return types.InputRequiredResult(
-        input_requests={request.key: asked},
+        input_requests={part.key: _asked(part) for part in request.parts or (request,)},
         request_state=json.dumps(payload["continuation"], separators=(",", ":")),
     )
 

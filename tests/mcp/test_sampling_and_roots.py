@@ -112,8 +112,106 @@ async def test_scripted_answers_stand_in_for_the_client():
 
 def test_a_sampling_request_built_wrong_is_one_sentence():
     for build, sentence in [
-        (lambda: require_input.sample("hi", max_tokens=0), "require_input.sample needs max_tokens, a whole number"),
-        (lambda: require_input.sample([{"content": "hi"}], max_tokens=5), "require_input.sample needs a prompt or"),
+        (lambda: require_input.sample("hi", max_tokens=0), r"require_input\.sample needs max_tokens, a whole number"),
+        (lambda: require_input.sample([{"content": "hi"}], max_tokens=5), r"require_input\.sample needs a prompt or"),
     ]:
         with pytest.raises(ValueError, match=sentence):
             build()
+
+
+def several_app() -> Fusion:
+    from fusion_nb import ask
+
+    app = Fusion("asks-several")
+
+    @app.f.action("plan").handle
+    async def plan(input: Any, ctx: Any) -> Any:
+        if read_input("roots") is None:
+            return require_input.all(
+                require_input.elicit("Which day?", {"day": ask.enum(["mon", "tue"])}),
+                require_input.sample("Name the sprint", max_tokens=50, system_prompt="Be brief."),
+                require_input.roots(),
+                state={"step": 1},
+            )
+        sprint = read_input("sample")["content"]["text"]
+        folders = [root["name"] for root in read_input("roots")["roots"]]
+        return f"{read_input('day')}: {sprint} in {folders}"
+
+    return app
+
+
+async def person(context: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"day": "tue"})
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_several_requests_in_one_round(era):
+    app = several_app()
+    callbacks = {"sampling_callback": model, "list_roots_callback": roots, "elicitation_callback": person}
+    async with client_for(mcp_server(app), era, **callbacks) as client:
+        result = await client.call_tool("plan", {})
+    assert result.content[0].text == "tue: NAME THE SPRINT in ['project']"
+    await app.aclose()
+
+
+async def test_a_2026_client_gets_every_request_of_the_round_at_once():
+    app = several_app()
+    callbacks = {"sampling_callback": model, "list_roots_callback": roots, "elicitation_callback": person}
+    async with client_for(mcp_server(app), "2026-direct", **callbacks) as client:
+        first = await client.session.call_tool("plan", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        asked = {key: request.method for key, request in (first.input_requests or {}).items()}
+        assert asked == {"day": "elicitation/create", "sample": "sampling/createMessage", "roots": "roots/list"}
+        answers = {
+            "day": types.ElicitResult(action="accept", content={"day": "mon"}),
+            "sample": await model(None, first.input_requests["sample"].params),
+            "roots": await roots(None),
+        }
+        done = await client.session.call_tool(
+            "plan", {}, input_responses=answers, request_state=first.request_state, allow_input_required=True
+        )
+    assert done.content[0].text == "mon: NAME THE SPRINT in ['project']"
+    await app.aclose()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_round_with_a_request_the_client_cannot_answer_fails_at_once(era):
+    app = several_app()
+    async with client_for(mcp_server(app), era, elicitation_callback=person, list_roots_callback=roots) as client:
+        result = await client.call_tool("plan", {})
+    assert result.is_error and "asks the client's model ('Name the sprint') but this caller declared no sampling" in (
+        result.content[0].text
+    )
+    await app.aclose()
+
+
+def test_requests_of_one_round_must_not_share_keys():
+    with pytest.raises(ValueError, match=r"require_input\.all needs requests whose keys differ"):
+        require_input.all(require_input.roots(), require_input.roots())
+    with pytest.raises(ValueError, match="not nested"):
+        require_input.all(require_input.all(require_input.roots()))
+
+
+async def test_a_person_answers_the_parts_of_a_round_one_after_the_other():
+    """A notebook's channel (here scripted answers) is asked each part in turn; the round counts once."""
+    from fusion_nb import ask
+
+    app = Fusion("two-forms")
+    seen = []
+
+    @app.f.action("book").handle
+    async def book(input: Any, ctx: Any) -> Any:
+        if read_input("seats") is None:
+            return require_input.all(
+                require_input.elicit("Seats?", {"seats": ask.integer("Seats").min(1)}),
+                require_input.url("Pay here", "https://pay.example/checkout", key="paid"),
+            )
+        return f"{read_input('seats')} seats, paid {read_input('paid')}"
+
+    def answer(request: Any) -> Any:
+        seen.append(request.message)
+        return {"Seats?": {"seats": 2}, "Pay here": True}[request.message]
+
+    result = await app.run(app.request("book", channel=ScriptedAnswers(answer)))
+    assert result.value == "2 seats, paid True" and seen == ["Seats?", "Pay here"]
+    await app.aclose()
