@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -230,11 +230,8 @@ class Runner:
         if self._begin():
             timed = self.plan.tool.timeout is not None
             # what runs lets nothing but cancellation escape (no guard frame); a task group might
-            work = self._timed_work if timed else self._work if self._turn is not None else self._detached_run
+            work = self._timed_work if timed else self._work
             self._worker = self.settings.workers.spawn(work, self.plan.task_name, self, timed)
-
-    def _detached_run(self) -> DetachedRun:
-        return DetachedRun(self)
 
     async def run_inline(self) -> CallResult:
         """Run the call in the awaiting task (no detached worker, no extra loop turns); its result.
@@ -348,7 +345,6 @@ class Runner:
         Whatever the handler raises, the call settles here (or was settled by its
         abort). Kept to few locals: every in-flight call holds this frame, so the
         rarer paths (a queue turn, input rounds, an exception) live in methods of their own.
-        ``DetachedRun`` takes the same steps without the frame.
         """
         try:
             if self._turn is not None:
@@ -366,7 +362,6 @@ class Runner:
             result = outcome
         self._finish(result)
 
-    # -- the steps of a run (``_work`` and ``DetachedRun`` take them) ----------------------
     def body(self) -> Coroutine[Any, Any, Any]:
         """The run's first step: the call is running; the handler's coroutine, or the pipeline's.
 
@@ -381,27 +376,6 @@ class Runner:
             ctx = self.ctx
             return plan.direct(ctx.input, ctx)
         return self._pipeline(None)
-
-    def input_rounds(self, asked: InputRequest) -> Coroutine[Any, Any, Any]:
-        """What runs next when the handler's first answer is a question: the input rounds."""
-        return self._pipeline(asked)
-
-    def conclude(self, value: Any) -> None:
-        """The body's last value, presented, is the call's result."""
-        try:
-            result = self._present(value)
-        except BaseException as exc:
-            self.conclude_raised(exc)
-            return
-        self._finish(result)
-
-    def conclude_raised(self, exc: BaseException) -> None:
-        """The body raised ``exc``: the call's result, or ``exc`` raised again when it is not the call's."""
-        outcome = self._outcome(exc)
-        if outcome is None:
-            raise exc  # ours (the call has settled) or the awaiting caller's (its waiter settles it)
-        if outcome is not _UNWOUND:
-            self._finish(outcome)
 
     def _finish(self, result: CallResult) -> None:
         if self._held is not None or self._turn is not None:
@@ -581,64 +555,6 @@ class Runner:
                 recovery="This is a bug in the tool; report it to its author.",
             ) from None
         return CallResult(value, content, structured)
-
-
-class DetachedRun(Coroutine[Any, Any, None]):
-    """A detached call's task, without a coroutine frame of its own: the runner's steps, driven by hand.
-
-    Every in-flight detached call holds its task's coroutine, and ``Runner._work``'s
-    frame is a tenth of an in-flight call (272 bytes; this object is 48:
-    ``benchmarks/engine.py``, memory per in-flight call). It takes the steps ``_work``
-    takes for a call with no queue turn: the first step starts the body
-    (``Runner.body``), every step passes the loop's value or exception on to it, and
-    the body's end goes to the runner (``input_rounds``, ``conclude``,
-    ``conclude_raised``). Only cancellation escapes, as from ``_work``. A
-    ``collections.abc.Coroutine``, so an asyncio task runs it; awaitable, so trio's
-    system task awaits it.
-    """
-
-    __slots__ = ("_body", "_runner")
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._body: Coroutine[Any, Any, Any] | None = None
-
-    def send(self, value: Any, thrown: BaseException | None = None) -> Any:
-        """One step: ``value`` (or ``thrown``, from ``throw``) passed on to the body; its end concluded."""
-        runner, body = self._runner, self._body
-        try:
-            if body is None:
-                body = self._body = runner.body()
-            return body.send(value) if thrown is None else body.throw(thrown)
-        except StopIteration as stop:
-            value = stop.value
-        except BaseException as raised:
-            runner.conclude_raised(raised)
-            raise StopIteration from None
-        if type(value) is InputRequest:  # the handler asked for input: its rounds run on in this task
-            self._body = runner.input_rounds(value)
-            return self.send(None)
-        runner.conclude(value)
-        raise StopIteration
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        exc = val if val is not None else typ() if isinstance(typ, type) else typ
-        if self._body is None:
-            raise exc  # thrown in before the first step: the body never starts (as with a coroutine)
-        return self.send(None, exc)
-
-    def close(self) -> None:
-        if self._body is not None:
-            self._body.close()
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def __iter__(self) -> DetachedRun:
-        return self
-
-    def __await__(self) -> Generator[Any, None, None]:
-        return self  # (an iterator with send and throw, as ``await`` needs)
 
 
 #: ``_outcome``: the aborted call's body has unwound (it settled when it was aborted)
