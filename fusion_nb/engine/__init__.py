@@ -39,6 +39,7 @@ from ._interactive import (
     read_input,
     read_request_state,
     require_input,
+    with_input,
 )
 from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
@@ -146,4 +147,5 @@ __all__ = [
     "use_presenter",
     "validate_form",
     "validation_sentence",
+    "with_input",
 ]

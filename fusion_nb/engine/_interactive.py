@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import inspect
 import ipaddress
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
 from ._ask import AskField, fields_from_schema, form_schema, validate_form
-from ._errors import INVALID_INPUT, ToolError, bad_action, invalid_answer
+from ._errors import INVALID_INPUT, ToolError, bad_action, invalid_answer, no_way_to_ask, refused_again, rounds_exceeded
 from ._signal import AbortSignal
 
 
@@ -381,3 +382,80 @@ def checked_answer(tool_name: str, request: InputRequest, response: InputRespons
 
 #: the answer of a part nobody answered
 CANCEL_RESPONSE = InputResponse(CANCEL)
+
+
+async def with_input(
+    name: str,
+    args: Any,
+    produce: Callable[[], Any],
+    channel: Any,
+    *,
+    resume: Mapping[str, Any] | None = None,
+    response: InputResponse | None = None,
+    max_rounds: int = 8,
+    noun: str = "Tool",
+) -> tuple[Any, dict[str, Any] | None]:
+    """Run ``produce()`` (sync or async) as a tool's handler runs: re-entered with the answers of the
+    input requests it returns, asked of ``channel``. Its last value and ``None``, or ``None`` and the
+    payload of the question deferred to the client (``{"request", "continuation"}``).
+
+    For what is not a tool call but may ask (a prompt, a resource read): a ``ToolError`` says why
+    not, naming it as ``noun`` ("Prompt", "Resource").
+    """
+    try:
+        return await _with_input(name, args, produce, channel, resume, response, max_rounds)
+    except ToolError as error:
+        said = f'Tool "{name}"'
+        if noun == "Tool" or not error.message.startswith(said):
+            raise
+        message = f'{noun} "{name}"' + error.message[len(said) :]
+        raise ToolError(error.code, message, recovery=error.recovery, details=error.details) from None
+
+
+async def _with_input(
+    name: str,
+    args: Any,
+    produce: Callable[[], Any],
+    channel: Any,
+    resume: Mapping[str, Any] | None,
+    response: InputResponse | None,
+    max_rounds: int,
+) -> tuple[Any, dict[str, Any] | None]:
+    from ._channel import DEFER  # (the channels import this module)
+
+    rounds: Rounds | None = None
+    if resume is not None:
+        rounds, pending = restore(name, args, resume)
+        rounds.record(pending, checked_answer(name, pending, response or CANCEL_RESPONSE, False))
+    signal = AbortSignal()
+    while True:
+        token = current_rounds.set(rounds)
+        try:
+            value = produce()
+            if inspect.isawaitable(value):
+                value = await value
+        finally:
+            current_rounds.reset(token)
+        if type(value) is not InputRequest:
+            return value, None
+        if rounds is None:
+            rounds = Rounds()
+        refused = rounds.refusal(value)
+        if refused is not None:
+            raise refused_again(name, value.message, refused)
+        rounds.round += 1
+        if rounds.round > max_rounds:
+            raise rounds_exceeded(name, max_rounds)
+        answers: dict[str, InputResponse] = {}
+        part_id = f"{name}#{id(rounds):x}"  # (what a person's view of the question is keyed by)
+        for part in value.parts or (value,):
+            reply = await channel.ask(InputQuestion(part, name, part_id, signal))
+            if reply is None:
+                raise no_way_to_ask(name, part.message, part.kind)
+            if reply is DEFER:  # every part goes to the client at once: each must be one it answers
+                for other in value.parts:
+                    if await channel.ask(InputQuestion(other, name, part_id, signal)) is None:
+                        raise no_way_to_ask(name, other.message, other.kind)
+                return None, {"request": value, "continuation": continuation(name, args, rounds, value)}
+            answers[part.key] = checked_answer(name, part, reply, False)
+        rounds.record(value, InputResponse(ACCEPT, answers) if value.parts else answers[value.key])

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import inspect
 import json
 import logging
 import sys
@@ -39,15 +38,18 @@ from ..engine import (
     AnswerLimits,
     App,
     CatalogChange,
+    NoChannel,
     Prompt,
     Resource,
     ToolError,
     image_type,
     present,
     spawn,
+    with_input,
 )
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
+from .elicitation import channel_for, input_required, is_modern, resumption
 from .rich import Limits, figure_png, limits_for, pil_image
 
 log = logging.getLogger("fusion_nb")
@@ -105,7 +107,7 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
             ]
         )
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)
         found = catalog.find(uri)
         rows = None
@@ -116,19 +118,21 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
         if found is None:
             raise MCPError(RESOURCE_NOT_FOUND, unknown_resource(str(params.uri), catalog.resources, catalog.templates))
         resource, values = found
-        value = await read_value(resource, values)
+        value, deferred = await read_value(resource, values, ctx, params, app.max_rounds)
+        if deferred is not None:
+            return input_required(deferred)
         read = contents(uri, value, resource.mime_type, limits, rows)
         return types.ReadResourceResult.model_validate({"contents": read})
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[prompt_to_mcp(p) for p in catalog.prompts])
 
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
         prompt = catalog.prompt(params.name)
         if prompt is None:
             known = ", ".join(repr(p.name) for p in catalog.prompts) or "none"
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts are: {known}.")
-        return render_prompt(prompt, dict(params.arguments or {}), app.answer_limits)
+        return await render_prompt(prompt, dict(params.arguments or {}), app.answer_limits, ctx, params, app.max_rounds)
 
     server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
     server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
@@ -181,20 +185,34 @@ def unknown_resource(uri: str, resources: list[Resource], templates: list[Resour
     return f"Unknown resource {uri[:200]!r}; this server offers: {shown or 'no resources'}."
 
 
-async def read_value(resource: Resource, values: dict[str, str]) -> Any:
-    """The resource's current value; its own refusal (a ``ToolError``) is the client's one sentence."""
+async def asking(
+    noun: str, name: str, args: Any, produce: Callable[[], Any], ctx: Any, params: Any, max_rounds: int
+) -> tuple[Any, dict[str, Any] | None]:
+    """``produce()``'s value, input asked of ``ctx``'s client as for a tool (``with_input``), or the deferred
+    question. Its refusal (a ``ToolError``: a question nobody can answer, its own) is ``INVALID_PARAMS``
+    in one sentence; anything else it raises is logged and ``INTERNAL_ERROR`` naming the exception."""
+    channel = channel_for(ctx, is_modern(ctx)) if ctx is not None else NoChannel()
+    resume = response = None
+    if params is not None and params.request_state:
+        resume, response = resumption(params, params.request_state)
     try:
-        value = resource.read(**values)
-        if inspect.isawaitable(value):
-            value = await value
+        return await with_input(
+            name, args, produce, channel, resume=resume, response=response, max_rounds=max_rounds, noun=noun
+        )
     except ToolError as error:
-        raise MCPError(types.INVALID_PARAMS, error.message) from None
+        raise MCPError(types.INVALID_PARAMS, f"{error.message} {error.recovery or ''}".strip()) from None
     except Exception as exc:
-        log.exception("reading resource %s failed", resource.uri)
-        raise MCPError(
-            types.INTERNAL_ERROR, f"Reading resource {resource.uri!r} failed with {type(exc).__name__}."
-        ) from None
-    return value
+        log.exception("%s %s failed", noun.lower(), name)
+        doing = f"Prompt {name!r}" if noun == "Prompt" else f"Reading resource {name!r}"
+        raise MCPError(types.INTERNAL_ERROR, f"{doing} failed with {type(exc).__name__}.") from None
+
+
+async def read_value(
+    resource: Resource, values: dict[str, str], ctx: Any = None, params: Any = None, max_rounds: int = 8
+) -> tuple[Any, dict[str, Any] | None]:
+    """The resource's current value (or the question it asks first, deferred to a 2026 client: see
+    ``render_prompt``); its own refusal (a ``ToolError``) is the client's one sentence."""
+    return await asking("Resource", resource.uri, values, lambda: resource.read(**values), ctx, params, max_rounds)
 
 
 #: how a cut resource tells its reader to see more
@@ -433,10 +451,19 @@ def prompt_to_mcp(prompt: Prompt) -> types.Prompt:
     )
 
 
-def render_prompt(
-    prompt: Prompt, arguments: dict[str, str], limits: AnswerLimits = DEFAULT_LIMITS
-) -> types.GetPromptResult:
-    """The prompt filled in; a missing or unknown argument is one sentence naming it."""
+async def render_prompt(
+    prompt: Prompt,
+    arguments: dict[str, str],
+    limits: AnswerLimits = DEFAULT_LIMITS,
+    ctx: Any = None,
+    params: types.GetPromptRequestParams | None = None,
+    max_rounds: int = 8,
+) -> types.GetPromptResult | types.InputRequiredResult:
+    """The prompt filled in; a missing or unknown argument is one sentence naming it.
+
+    A prompt may ask for input as a tool does (``require_input.*``, ``read_input``): asked over
+    ``ctx``'s session (2025) or returned as an ``InputRequiredResult`` and resumed from the retry (2026).
+    """
     names = [name for name, _required in prompt.arguments]
     missing = [name for name, required in prompt.arguments if required and name not in arguments]
     if missing:
@@ -451,11 +478,10 @@ def render_prompt(
             types.INVALID_PARAMS,
             f"Prompt {prompt.name!r} has no argument {unknown[0]!r}; its arguments are: {names or 'none'}.",
         )
-    try:
-        rendered = prompt.render(**arguments)
-    except Exception as exc:
-        log.exception("prompt %s failed", prompt.name)
-        raise MCPError(types.INTERNAL_ERROR, f"Prompt {prompt.name!r} failed with {type(exc).__name__}.") from None
+    produce = functools.partial(prompt.render, **arguments)
+    rendered, deferred = await asking("Prompt", prompt.name, arguments, produce, ctx, params, max_rounds)
+    if deferred is not None:
+        return input_required(deferred)
     return types.GetPromptResult.model_validate(
         {"description": prompt.description, "messages": prompt_messages(prompt.name, rendered, limits)}
     )

@@ -1,8 +1,10 @@
-"""A tool asks the client itself: its model (sampling) or its roots, in every era, with the SDK's real client.
+"""Input beyond a tool's form, in every era, with the SDK's real client: a tool asks the client itself
+(its model: sampling; its roots), several requests in one round, and a prompt or a resource read
+asks as a tool does (SEP-2322 non-tool requests).
 
-2025: ``sampling/createMessage`` and ``roots/list`` over the live session; 2026: an
-``InputRequiredResult`` carrying the request, answered by the client's retry. A client that
-declared neither gets one sentence at once; the notebook's own channels (a person) pass.
+2025: ``sampling/createMessage``, ``roots/list`` and ``elicitation/create`` over the live session;
+2026: an ``InputRequiredResult`` carrying the requests, answered by the client's retry, the state
+sealed. A caller that cannot answer gets one sentence at once; a person answers forms only.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Any
 import pytest
 from eras import ERAS, client_for
 from http_serving import serve
-from mcp import types
+from mcp import MCPError, types
 
-from fusion_nb import Fusion, read_input, require_input
+from fusion_nb import Fusion, ask, read_input, require_input
 from fusion_nb.engine import ScriptedAnswers
 from fusion_nb.mcp import mcp_server
 
@@ -214,4 +216,82 @@ async def test_a_person_answers_the_parts_of_a_round_one_after_the_other():
 
     result = await app.run(app.request("book", channel=ScriptedAnswers(answer)))
     assert result.value == "2 seats, paid True" and seen == ["Seats?", "Pay here"]
+    await app.aclose()
+
+
+def asking_app() -> Fusion:
+    app = Fusion("asks-first")
+
+    @app.prompt("review", description="Review with the context the person gives.")
+    def review(topic: str) -> Any:
+        context = read_input("context")
+        if context is None:
+            return require_input.elicit(f"What context for {topic}?", {"context": ask.string("Context")})
+        return f"Review {topic} given: {context}"
+
+    @app.resource("notes://{name}")
+    async def notes(name: str) -> Any:
+        if read_input("confirm") is None:
+            return require_input.elicit(f"Open the notes of {name}?", {"confirm": ask.boolean("Open")})
+        return f"notes of {name}"
+
+    return app
+
+
+async def answering(context: Any, params: Any) -> types.ElicitResult:
+    answers: dict[str, Any] = {
+        "What context for q3?": {"context": "a slow quarter"},
+        "Open the notes of ada?": {"confirm": True},
+    }
+    return types.ElicitResult(action="accept", content=answers[params.message])
+
+
+async def check_asking(client: Any) -> None:
+    prompt = await client.get_prompt("review", {"topic": "q3"})
+    assert prompt.messages[0].content.text == "Review q3 given: a slow quarter"
+    read = await client.read_resource("notes://ada")
+    assert read.contents[0].text == "notes of ada"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_prompt_and_a_resource_ask_for_input(era):
+    app = asking_app()
+    async with client_for(mcp_server(app), era, elicitation_callback=answering) as client:
+        await check_asking(client)
+    await app.aclose()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_prompt_and_a_resource_ask_for_input_over_http(mode):
+    async with serve(asking_app()) as served, served.client(mode, elicitation_callback=answering) as client:
+        await check_asking(client)
+
+
+async def test_a_2026_prompt_returns_the_question_and_resumes_from_the_retry():
+    app = asking_app()
+    async with client_for(mcp_server(app), "2026-direct", elicitation_callback=answering) as client:
+        first = await client.session.get_prompt("review", {"topic": "q3"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.request_state and "q3" not in first.request_state  # sealed
+        answer = {"context": types.ElicitResult(action="accept", content={"context": "fine"})}
+        done = await client.session.get_prompt(
+            "review", {"topic": "q3"}, input_responses=answer, request_state=first.request_state
+        )
+        assert isinstance(done, types.GetPromptResult)
+        assert done.messages[0].content.text == "Review q3 given: fine"
+    await app.aclose()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_caller_without_elicitation_is_told_in_one_sentence(era):
+    app = asking_app()
+    async with client_for(mcp_server(app), era) as client:
+        with pytest.raises(MCPError) as prompt:
+            await client.get_prompt("review", {"topic": "q3"})
+        with pytest.raises(MCPError) as read:
+            await client.read_resource("notes://ada")
+    assert str(prompt.value).startswith(
+        "Prompt \"review\" needs input ('What context for q3?') but this caller has no way to ask for it."
+    )
+    assert str(read.value).startswith("Resource \"notes://{name}\" needs input ('Open the notes of ada?')")
     await app.aclose()
