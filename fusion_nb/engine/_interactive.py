@@ -112,16 +112,18 @@ class _RequireInput:
     """``require_input.elicit``, ``.url``, ``.sample`` and ``.roots``: what a handler returns to ask."""
 
     @staticmethod
-    def elicit(message: str, fields: dict[str, AskField], *, state: Any = None) -> InputRequest:
+    def elicit(message: str, fields: dict[str, AskField], *, state: Any = None, key: str | None = None) -> InputRequest:
         """Ask for a form: ``return require_input.elicit("Refund?", {"confirm": ask.boolean("Approve")})``.
 
         ``state`` (JSON-compatible) travels with the request and comes back to the re-run handler
         through ``read_request_state()``, so a handler resumed by a stateless client keeps nothing
-        itself; the answers are read with ``read_input(key)``.
+        itself; the answers are read with ``read_input(field)``. ``key`` names the request on the
+        2026 wire (its ``inputRequests`` key; default: the field names joined by ``+``).
         """
         if not fields or not all(isinstance(f, AskField) for f in fields.values()):
             raise ValueError("require_input.elicit needs a dict of ask.* fields")
-        return InputRequest("elicit", message, fields=dict(fields), state=_json_checked(state), key="+".join(fields))
+        named = key if key is not None else "+".join(fields)
+        return InputRequest("elicit", message, fields=dict(fields), state=_json_checked(state), key=named)
 
     @staticmethod
     def url(message: str, url: str, *, state: Any = None, key: str = "url") -> InputRequest:

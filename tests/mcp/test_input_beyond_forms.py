@@ -295,3 +295,24 @@ async def test_a_caller_without_elicitation_is_told_in_one_sentence(era):
     )
     assert str(read.value).startswith("Resource \"notes://{name}\" needs input ('Open the notes of ada?')")
     await app.aclose()
+
+
+async def test_a_form_request_may_name_its_key_on_the_2026_wire():
+    app = Fusion("named")
+
+    @app.f.action("greet").handle
+    async def greet(input: Any, ctx: Any) -> Any:
+        name = read_input("name")
+        if name is None:
+            return require_input.elicit("Your name?", {"name": ask.string("Name")}, key="user_name")
+        return f"hello {name}"
+
+    async with client_for(mcp_server(app), "2026-direct", elicitation_callback=answering) as client:
+        first = await client.session.call_tool("greet", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and list(first.input_requests or {}) == ["user_name"]
+        answer = {"user_name": types.ElicitResult(action="accept", content={"name": "Ada"})}
+        done = await client.session.call_tool(
+            "greet", {}, input_responses=answer, request_state=first.request_state, allow_input_required=True
+        )
+    assert done.content[0].text == "hello Ada"
+    await app.aclose()
