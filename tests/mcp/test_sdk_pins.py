@@ -135,6 +135,7 @@ SDK_NAMES = frozenset(
         "mcp_types:INVALID_PARAMS",
         "mcp_types:INVALID_REQUEST",
         "mcp_types:Implementation",
+        "mcp_types:InputRequiredResult",
         "mcp_types:JSONRPCError",
         "mcp_types:JSONRPCNotification",
         "mcp_types:JSONRPCRequest",
