@@ -10,7 +10,7 @@ from pydantic import BaseModel, Strict, StrictBool, StrictInt, StrictStr
 
 from ._errors import no_such_attribute
 from ._middleware import Middleware
-from ._schema import _MISSING, InputFields, enum_annotation, strict_model
+from ._schema import _MISSING, InputFields, ToolInput, enum_annotation, strict_model
 from ._tasks import TaskOptions
 from ._tool import BoundTool, Tool
 
@@ -32,7 +32,7 @@ class ToolBuilder:
     """Chainable description of one tool; ``handle(fn)`` registers it with the app."""
 
     def __init__(self, app: App, verb: str, name: str) -> None:
-        if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+        if not isinstance(name, str) or not name or len(name.split(maxsplit=1)) != 1 or name.strip() != name:
             raise ValueError(f"a tool name must be a non-empty string without spaces, got {name!r}")
         self._app = app
         self._verb = verb
@@ -216,7 +216,7 @@ class ToolBuilder:
             verb=self._verb,
             description=description,
             handler=fn,
-            input_model=self._model or self._fields.build(self._name),
+            inputs=ToolInput.of_model(self._model) if self._model else self._fields.spec(self._name),
             output_model=self._returns,
             annotations=dict(self._annotations),
             middleware=tuple(self._middleware),

@@ -84,7 +84,6 @@ class ToolPlan:
         "needs_runner",
         "serializer",
         "slots",
-        "task_name",
         "threaded",
         "tool",
         "validate",
@@ -92,8 +91,7 @@ class ToolPlan:
 
     def __init__(self, tool: Tool, app_middleware: Iterable[Middleware]) -> None:
         self.tool = tool
-        self.validate = input_validator(tool.name, tool.input_model)
-        self.task_name = f"fusion-nb call {tool.name}"
+        self.validate = input_validator(tool.name, tool.inputs)
         self.slots = Slots(tool.name, *tool.concurrency) if tool.concurrency else None
         self.serializer = Slots(tool.name, 1, None) if tool.verb == "mutation" else None
         #: whether the innermost stage reads ``current_runner`` (threads, generators, the serializer)
@@ -111,6 +109,11 @@ class ToolPlan:
         self.direct: Callable[[Any, Context], Coroutine[Any, Any, Any]] | None = (
             self.tool.handler if not middleware and not self.needs_runner else None
         )
+
+    @property
+    def task_name(self) -> str:
+        """The name of a worker task running a call (made when one is spawned: a registration holds no copy)."""
+        return f"fusion-nb call {self.tool.name}"
 
     @property
     def limits(self) -> tuple[Slots, ...]:

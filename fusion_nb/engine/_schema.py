@@ -1,4 +1,7 @@
-"""Tool input: the pydantic model built from builder fields, and bounded one-sentence validation errors.
+"""Tool input: its JSON schema and model from builder fields, and bounded one-sentence validation errors.
+
+Registering a tool builds no pydantic model: the schema is assembled from one cached
+fragment per field type, and the model is built on the first call (``ToolInput``).
 
 Whatever a client sends, the INVALID_INPUT answer is one sentence of at most
 ``MAX_MESSAGE`` characters: one clause per bad field (field, what was expected, what
@@ -15,6 +18,7 @@ models is checked once more by a walk over it (``_non_finite``).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -27,6 +31,7 @@ from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from ._errors import INVALID_INPUT, ToolError
 
@@ -45,10 +50,10 @@ _FINITE = "a finite number (NaN and Infinity are not accepted)"
 
 
 class InputFields:
-    """Collects ``with_*`` fields in order and builds the strict input model once."""
+    """Collects ``with_*`` fields in order; ``spec`` makes the tool's ``ToolInput`` without building a model."""
 
     def __init__(self) -> None:
-        self.definitions: dict[str, Any] = {}  # name -> (annotation, FieldInfo)
+        self.definitions: dict[str, tuple[Any, Any, str | None]] = {}  # name -> (annotation, default, description)
 
     def add(
         self, key: str, annotation: Any, description: str | None, *, default: Any = _MISSING, optional: bool = False
@@ -62,18 +67,177 @@ class InputFields:
             annotation, default = annotation | None, None
         elif default is not _MISSING and not (optional and default is None):  # fails here, not in a form later
             try:
-                pydantic.TypeAdapter(annotation).validate_python(default)
+                _adapter(annotation).validate_python(default)
             except pydantic.ValidationError as exc:
                 reason = exc.errors()[0]["msg"].lower()
                 raise ValueError(f'field "{key}" cannot default to {default!r} ({reason})') from None
-        self.definitions[key] = (annotation, Field(default, description=description))
+        self.definitions[key] = (annotation, default, description)
 
-    def build(self, tool_name: str) -> type[BaseModel]:
-        """The input model: unknown keys and non-finite numbers are refused."""
-        name = "".join(part.title() for part in tool_name.replace("-", "_").replace(".", "_").split("_")) + "Input"
-        config = ConfigDict(extra="forbid", allow_inf_nan=False)
-        model: type[BaseModel] = pydantic.create_model(name, __config__=config, **self.definitions)
+    def spec(self, tool_name: str) -> ToolInput:
+        """The tool's input: its JSON schema now (from cached per-type fragments), its model on first use.
+
+        A field pydantic would warn about or refuse (a leading underscore, a name
+        ``BaseModel`` already has) or a type whose schema is not a plain fragment
+        builds the model now, as registration always did, so the same error or
+        warning comes from ``handle()``.
+        """
+        fields = tuple((key, *definition) for key, definition in self.definitions.items())
+        schema = _assembled_schema(fields)
+        if schema is None:
+            return ToolInput.of_model(_build_model(tool_name, fields))
+        return ToolInput(schema, None, tool_name, fields)
+
+
+class ToolInput:
+    """A tool's input: the JSON schema clients see (a dict kept as sent) and the model that validates it.
+
+    For builder fields the model is built on first use (a call, or ``Tool.input_model``) and
+    shared by every tool of the same class name and fields (a re-run cell, another app), so
+    registering a tool builds no pydantic class: that was most of a tool's memory and time.
+    """
+
+    __slots__ = ("_fields", "_model", "_name", "schema")
+
+    def __init__(
+        self, schema: dict[str, Any], model: type[BaseModel] | None, tool_name: str = "", fields: tuple[Any, ...] = ()
+    ) -> None:
+        self.schema = schema
+        self._model = model
+        self._name = tool_name
+        self._fields = fields
+
+    @classmethod
+    def of_model(cls, model: type[BaseModel]) -> ToolInput:
+        """The input of a tool whose model exists already (``with_model``)."""
+        return cls(input_schema(model), model)
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """The strict input model (built, or found among identical ones, the first time it is asked for)."""
+        model = self._model
+        if model is None:
+            # (a default's type too: 1 == True, yet an enum of both must keep the one it was given)
+            key: Any = (_model_name(self._name), tuple((*field, type(field[2])) for field in self._fields))
+            try:
+                model = _MODELS.get(key)
+            except TypeError:  # an unhashable default or enum value: this tool's own model
+                key = None
+            if model is None:
+                model = _build_model(self._name, self._fields)
+                if key is not None:
+                    _MODELS[key] = model
+            self._model, self._fields = model, ()
         return model
+
+
+#: built input models by (class name, fields), alive while a tool holds them
+_MODELS: weakref.WeakValueDictionary[Any, type[BaseModel]] = weakref.WeakValueDictionary()
+
+
+def _model_name(tool_name: str) -> str:
+    """``billing.refund-v2`` -> ``BillingRefundV2Input``."""
+    return "".join(part.title() for part in tool_name.replace("-", "_").replace(".", "_").split("_")) + "Input"
+
+
+def _build_model(tool_name: str, fields: tuple[Any, ...]) -> type[BaseModel]:
+    """The input model of ``tool_name``: unknown keys and non-finite numbers are refused."""
+    name = _model_name(tool_name)
+    config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    definitions: dict[str, Any] = {
+        key: (annotation, Field(default, description=description)) for key, annotation, default, description in fields
+    }
+    model: type[BaseModel] = pydantic.create_model(name, __config__=config, **definitions)
+    return model
+
+
+def _adapter(annotation: Any) -> pydantic.TypeAdapter[Any]:
+    """One ``TypeAdapter`` per field type (``StrictStr``...), not one per field with a default."""
+    adapter: pydantic.TypeAdapter[Any] = _per_type(annotation, _ADAPTERS, pydantic.TypeAdapter)
+    return adapter
+
+
+def _fragment(annotation: Any) -> dict[str, Any] | None:
+    """The JSON schema of one field type as pydantic writes it in a model, or None if it is not self-contained."""
+    fragment: dict[str, Any] | None = _per_type(annotation, _FRAGMENTS, _new_fragment)
+    return fragment
+
+
+def _new_fragment(annotation: Any) -> dict[str, Any] | None:
+    try:
+        fragment = pydantic.TypeAdapter(annotation).json_schema()
+    except Exception:  # the model, built at registration then, raises what pydantic says about it
+        return None
+    text = json.dumps(fragment)
+    return None if '"$ref"' in text or '"$defs"' in text or "title" in fragment else fragment
+
+
+_ADAPTERS: dict[Any, tuple[Any, Any]] = {}
+_FRAGMENTS: dict[Any, tuple[Any, Any]] = {}
+_PER_TYPE_MAX = 512
+
+
+def _per_type(annotation: Any, cache: dict[Any, tuple[Any, Any]], make: Callable[[Any], Any]) -> Any:
+    """``make(annotation)``, kept per annotation object (looked up by identity: hashing
+    ``Annotated`` types costs more than the rest of a registration); a bounded cache."""
+    found = cache.get(id(annotation))
+    if found is not None and found[0] is annotation:
+        return found[1]
+    value = make(annotation)
+    if len(cache) >= _PER_TYPE_MAX:
+        cache.clear()
+    cache[id(annotation)] = (annotation, value)  # (holding it keeps its id from being reused)
+    return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_name(key: str) -> bool:
+    """Whether pydantic takes ``key`` as a field without error or warning (no ``_`` start, not a ``BaseModel`` name)."""
+    return not key.startswith("_") and not hasattr(BaseModel, key)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value (each tool's schema is its own: a caller may change it)."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _title(key: str) -> str:
+    """A field's title as pydantic derives it (one string per name, not one per tool)."""
+    return key.title().replace("_", " ").strip()
+
+
+def _assembled_schema(fields: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The schema ``model_json_schema`` gives for ``fields`` (keys sorted as pydantic sorts them), or None.
+
+    None when a field needs the model itself: a name pydantic refuses or warns about,
+    or a type whose schema has definitions or titles of its own.
+    """
+    properties: dict[str, Any] = {}
+    required = []
+    for key, annotation, default, description in fields:
+        if not _plain_name(key):
+            return None
+        fragment = _fragment(annotation)
+        if fragment is None:
+            return None
+        field = _copied(fragment)
+        field["title"] = _title(key)
+        if description is not None:
+            field["description"] = description
+        if default is _MISSING:
+            required.append(key)
+        else:
+            field["default"] = to_jsonable_python(default)
+        properties[key] = dict(sorted(field.items()))
+    schema: dict[str, Any] = {"additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["type"] = "object"
+    return schema
 
 
 def enum_annotation(values: list[Any]) -> Any:
@@ -112,25 +276,41 @@ def input_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def input_validator(tool_name: str, model: type[BaseModel]) -> Callable[[Any], BaseModel]:
-    """The function that validates one tool's arguments (built once per registration, run per call).
+def input_validator(tool_name: str, inputs: ToolInput) -> Callable[[Any], BaseModel]:
+    """The function that validates one tool's arguments (built once per registration, run per call)."""
+    return _Validator(tool_name, inputs).validated
 
-    Whether the model needs the non-finite walk is decided here, once, so a call pays
-    only for pydantic's own validation.
+
+class _Validator:
+    """One tool's validation: the model, and whether it needs the non-finite walk, looked up on the first call.
+
+    The model may be built then (a registration builds none), so a call pays only for
+    pydantic's own validation. A slotted object, not a closure: it is held per tool.
     """
-    validate = model.__pydantic_validator__.validate_python  # (what ``model_validate`` calls, one frame less)
-    walk = _needs_finite_walk(model)
-    empty = _shared_empty(model)
 
-    def validated(args: Any) -> BaseModel:
+    __slots__ = ("empty", "inputs", "model", "tool_name", "validate", "walk")
+
+    def __init__(self, tool_name: str, inputs: ToolInput) -> None:
+        self.tool_name, self.inputs = tool_name, inputs
+        self.validate: Callable[[Any], BaseModel] | None = None
+        self.model: type[BaseModel] = BaseModel
+        self.walk = False
+        self.empty: BaseModel | None = None
+
+    def validated(self, args: Any) -> BaseModel:
+        validate = self.validate
+        if validate is None:
+            model = self.model = self.inputs.model
+            self.walk, self.empty = _needs_finite_walk(model), _shared_empty(model)
+            validate = self.validate = model.__pydantic_validator__.validate_python  # (what model_validate calls)
         if args is None or (not args and type(args) is dict):
-            if empty is not None:
-                return empty
+            if self.empty is not None:
+                return self.empty
             args = {}
         elif not isinstance(args, dict):
             raise ToolError(
                 INVALID_INPUT,
-                f'Invalid input for tool "{_clip(tool_name, 80)}": expected an object of named arguments, '
+                f'Invalid input for tool "{_clip(self.tool_name, 80)}": expected an object of named arguments, '
                 f"got {_shown(args)}.",
                 recovery="Send the arguments as a JSON object.",
             )
@@ -138,16 +318,14 @@ def input_validator(tool_name: str, model: type[BaseModel]) -> Callable[[Any], B
             value: BaseModel = validate(args)
         except pydantic.ValidationError as exc:
             errors = exc.errors(include_url=False)[:_MAX_ERRORS_READ]
-            problems = describe_problems(errors, model)
+            problems = describe_problems(errors, self.model)
             unread = max(0, exc.error_count() - len(errors))
-            raise invalid_input(tool_name, problems, unread) from None
-        if walk:
+            raise invalid_input(self.tool_name, problems, unread) from None
+        if self.walk:
             bad = [f'field "{_path(loc)}" expected {_FINITE}, got {_shown(sent)}' for loc, sent in _non_finite(value)]
             if bad:
-                raise invalid_input(tool_name, bad, 0)
+                raise invalid_input(self.tool_name, bad, 0)
         return value
-
-    return validated
 
 
 def _shared_empty(model: type[BaseModel]) -> BaseModel | None:

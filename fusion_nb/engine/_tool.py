@@ -15,14 +15,14 @@ from pydantic import BaseModel
 
 from ._handlers import handler_kind
 from ._middleware import Middleware
-from ._schema import input_schema
+from ._schema import ToolInput
 from ._tasks import TaskOptions
 
 if TYPE_CHECKING:
     from ._app import App
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class Tool:
     """One tool: ``name``, ``description``, schemas and ``annotations`` (what MCP lists), and
     how it runs (``handler`` and its ``kind``, middleware, presenter, limits).
@@ -30,7 +30,8 @@ class Tool:
     ``verb`` is ``action``, ``query`` or ``mutation``; ``kind`` is ``async``,
     ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
     max_queue)`` or ``None``; ``task`` says how it runs as a task (``None``: never);
-    ``scopes`` are the OAuth scopes a caller's token needs (served with ``oauth=``).
+    ``scopes`` are the OAuth scopes a caller's token needs (served with ``oauth=``);
+    ``inputs`` holds the input schema and, once a call needs it, the input model.
     Build tools with the builder (``app.f``), not by hand.
     """
 
@@ -38,7 +39,7 @@ class Tool:
     verb: str
     description: str | None
     handler: Callable[..., Any]
-    input_model: type[BaseModel]
+    inputs: ToolInput
     output_model: type[BaseModel] | None = None
     annotations: Mapping[str, bool] = field(default_factory=dict)
     middleware: tuple[Middleware, ...] = ()
@@ -55,10 +56,15 @@ class Tool:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", handler_kind(self.handler))
-        object.__setattr__(self, "input_schema", input_schema(self.input_model))
+        object.__setattr__(self, "input_schema", self.inputs.schema)
         output = self.output_model.model_json_schema() if self.output_model is not None else None
         object.__setattr__(self, "output_schema", output)
         object.__setattr__(self, "annotations", dict(self.annotations))
+
+    @property
+    def input_model(self) -> type[BaseModel]:
+        """The pydantic model of the arguments (built on first use: registering builds none)."""
+        return self.inputs.model
 
     @property
     def runs_in_thread(self) -> bool:
