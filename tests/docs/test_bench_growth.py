@@ -11,7 +11,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_growth_benchmark_reads_tables_and_says_where_each_was_cut():
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "growth.py"), "--rounds", "1", "--max-rows", "100000"],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "growth.py"),
+            "--rounds",
+            "1",
+            "--max-rows",
+            "100000",
+            "--max-tools",
+            "10",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -25,3 +34,17 @@ def test_the_growth_benchmark_reads_tables_and_says_where_each_was_cut():
         ["| 100,000", "json"],
     ]
     assert "# cut: rows 0-" in rows[2] and "cut: rows 0-" in rows[3] and "1.00x" in rows[2]
+    assert_tool_rows(run.stdout)
+
+
+def assert_tool_rows(printed: str) -> None:
+    """The tools section: each server at 0 and 10 registered tools, a figure in every column where it applies."""
+    rows = [
+        line.split(" | ") for line in printed.splitlines() if line.startswith(("| fusion-nb |", "| SDK", "| FastMCP"))
+    ]
+    assert [(row[0], row[1]) for row in rows] == [
+        (f"| {server}", count) for count in ("0", "10") for server in ("fusion-nb", "SDK lowlevel", "FastMCP")
+    ]
+    for row in rows:
+        figures = row[2:] if row[1] != "0" else row[5:6]  # with no other tool: only tools/call p50
+        assert all(float(figure.strip(" |")) >= 0 for figure in figures), row
