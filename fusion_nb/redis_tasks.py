@@ -318,6 +318,38 @@ class RedisTasks:
         records = await self._alive([record for record in loaded if record is not None])
         return sorted((Task.copy_of(record, self._follow) for record in records), key=lambda task: task.created)
 
+    async def owned_page(self, owner: Hashable, after: Any, limit: int) -> tuple[list[Task], Any]:
+        """Copies of up to ``limit`` of ``owner``'s tasks after the mark ``after``, and the next page's mark.
+
+        Reads one page, not the index: ZRANGE of that rank range and one MGET of its
+        records (before, a list read every id and every record: 3.3 s at 100,000
+        tasks). The index is ordered by expiry; a mark is ``[id, score]`` of the
+        page's last task, found again by ZRANK (by score if it expired meanwhile).
+        """
+        key = self._owner_key + _owner_json(owner)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", _ms(time.time()))
+        start = 0
+        if after is not None:
+            last, score = after
+            pipe.zrank(key, str(last))
+            pipe.zcount(key, "-inf", f"({float(score)}")
+            _, found, before = await self._op(pipe.execute())
+            start = found + 1 if found is not None else int(before)
+            pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(key, start, start + limit, withscores=True)  # (one more than the page: is there a next?)
+        replies = await self._op(pipe.execute())
+        ranged: list[tuple[str, float]] = replies[-1]
+        page, more = ranged[:limit], len(ranged) > limit
+        if not page:
+            return [], None
+        raw: list[str | None] = await self._op(self.redis.mget([self._task_key + task_id for task_id, _ in page]))
+        loaded = [_loads(value) for value in raw]
+        records = await self._alive([record for record in loaded if record is not None])
+        last_id, last_score = page[-1]
+        mark = [last_id, last_score] if more else None
+        return [Task.copy_of(record, self._follow) for record in records], mark
+
     async def count(self, owner: Hashable | None = None) -> int:
         """Tasks held (running or kept for their result) by ``owner``, or by everybody, on every worker."""
         key = self._all_key if owner is None else self._owner_key + _owner_json(owner)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, new_token, restart_note
-from ..mcp.options import parse_tokens
+from ..mcp.options import PAGE_SIZE, parse_tokens
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
@@ -187,6 +187,14 @@ def add_parser(commands: Any) -> None:
         "then the call fails in one sentence (default 600)",
     )
     parser.add_argument(
+        "--page-size",
+        type=int,
+        default=PAGE_SIZE,
+        metavar="N",
+        help=f"items per page of tools/list, resources/list, prompts/list and tasks/list; a longer list is paged "
+        f"with nextCursor (default {PAGE_SIZE}: up to that many in one page, for clients that never ask for more)",
+    )
+    parser.add_argument(
         "--job-tools",
         action="store_true",
         help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
@@ -238,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--answer-timeout must be a positive number of seconds")
     if args.connections_per_address is not None and args.connections_per_address < 1:
         raise CliError("--connections-per-address must be 1 or more")
+    if args.page_size < 1:
+        raise CliError("--page-size must be 1 or more")
     _task_options(args)
     if args.transport == "stdio":
         http_only = (("--workers", args.workers != 1), ("--no-auth", args.no_auth), ("--token", args.token))
@@ -328,7 +338,12 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # a handler's print reaches stderr now, not the wire at exit
     key = resolve_state_key(args.state_key_file, create=False)
     async with _shared_tasks(args, loaded.app):
-        await serve_stdio(loaded.app, request_state_keys=[key] if key else None, answer_timeout=args.answer_timeout)
+        await serve_stdio(
+            loaded.app,
+            request_state_keys=[key] if key else None,
+            answer_timeout=args.answer_timeout,
+            page_size=args.page_size,
+        )
     return 0
 
 
@@ -425,6 +440,7 @@ def _http_options(args: argparse.Namespace, token: str | None, key: str | None, 
             request_state_keys=[key] if key else None,
             worker_name=args.worker_name,
             answer_timeout=args.answer_timeout,
+            page_size=args.page_size,
         )
     except ValueError as refused:
         message = str(refused)
@@ -683,6 +699,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
     argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
     argv += ["--header-timeout", str(args.header_timeout), "--answer-timeout", str(args.answer_timeout)]
+    argv += ["--page-size", str(args.page_size)]
     if args.max_connections is not None:
         argv += ["--max-connections", str(args.max_connections)]
     if args.connections_per_address is not None:

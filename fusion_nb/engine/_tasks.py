@@ -35,7 +35,6 @@ import logging
 import secrets
 import time
 import weakref
-from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -298,17 +297,26 @@ class TaskStore(Protocol):
         """Every task, oldest first."""
 
 
+#: where a page of an owner's tasks starts: after the task of this (position, id, created time)
+PageMark = tuple[int, str, float]
+
+
 class MemoryTaskStore:
-    """The default store: a dict in this process (a kernel restart loses its tasks)."""
+    """The default store: a dict in this process (a kernel restart loses its tasks).
+
+    Indexed per owner, so one owner's list and count cost that owner's tasks, never
+    everybody's (before, ``owned`` compared every task's owner: one client's
+    ``tasks/list`` grew with all the others' tasks).
+    """
 
     def __init__(self) -> None:
         self._tasks: dict[str, Task] = {}
-        self._per_owner: Counter[Hashable] = Counter()
+        self._by_owner: dict[Hashable, dict[str, Task]] = {}
 
     def put(self, task: Task) -> None:
         """Keep ``task``."""
         self._tasks[task.id] = task
-        self._per_owner[task.owner] += 1
+        self._by_owner.setdefault(task.owner, {})[task.id] = task
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or ``None``."""
@@ -318,18 +326,41 @@ class MemoryTaskStore:
         """Forget a task; returns it."""
         task = self._tasks.pop(task_id, None)
         if task is not None:
-            self._per_owner[task.owner] -= 1
-            if self._per_owner[task.owner] <= 0:
-                del self._per_owner[task.owner]
+            mine = self._by_owner.get(task.owner)
+            if mine is not None:
+                mine.pop(task_id, None)
+                if not mine:
+                    del self._by_owner[task.owner]
         return task
 
     def owned(self, owner: Hashable) -> list[Task]:
         """The tasks of ``owner``, oldest first."""
-        return [task for task in self._tasks.values() if task.owner == owner]
+        return list(self._by_owner.get(owner, {}).values())
+
+    def page(self, owner: Hashable, after: PageMark | None, limit: int) -> tuple[list[Task], PageMark | None]:
+        """Up to ``limit`` of ``owner``'s tasks after ``after`` (oldest first), and the mark of the next page.
+
+        Finds its place by position (a C-speed skip), checked against the id: when
+        tasks before it were freed meanwhile, it looks the id up, else the creation time.
+        """
+        mine = self._by_owner.get(owner, {})
+        start = 0
+        if after is not None:
+            position, last, created = after
+            if next(itertools.islice(mine, position, None), None) == last:
+                start = position + 1
+            else:
+                ids = list(mine)
+                start = ids.index(last) + 1 if last in mine else sum(1 for t in mine.values() if t.created <= created)
+        tasks = list(itertools.islice(mine.values(), start, start + limit))
+        if not tasks or start + len(tasks) >= len(mine):
+            return tasks, None
+        end = start + len(tasks) - 1
+        return tasks, (end, tasks[-1].id, tasks[-1].created)
 
     def count(self, owner: Hashable | None = None) -> int:
         """Tasks of ``owner``, or of everybody."""
-        return len(self._tasks) if owner is None else self._per_owner.get(owner, 0)
+        return len(self._tasks) if owner is None else len(self._by_owner.get(owner, ()))
 
     def __iter__(self) -> Iterator[Task]:
         return iter(list(self._tasks.values()))
@@ -497,6 +528,20 @@ class Tasks:
         self.sweep()
         return self.store.owned(owner)
 
+    def page(self, owner: Hashable, after: Any, limit: int) -> tuple[builtins.list[Task], Any]:
+        """One page of ``owner``'s tasks after the mark ``after`` (``None``: the first), and the next page's mark.
+
+        A mark is JSON data (``None`` after the last page). A store without ``page``
+        of its own is read whole and cut.
+        """
+        self.sweep()
+        paged = getattr(self.store, "page", None)
+        if paged is not None:
+            return paged(owner, None if after is None else tuple(after), limit)  # type: ignore[no-any-return]
+        every = self.store.owned(owner)
+        start = int(after or 0)
+        return every[start : start + limit], (start + limit if start + limit < len(every) else None)
+
     def __iter__(self) -> Iterator[Task]:
         """Every task of every owner (the notebook's own views; never shown to a client)."""
         self.sweep()
@@ -604,6 +649,23 @@ class Tasks:
         here = {task.id for task in mine}
         copies = [task for task in await self.shared.owned(owner) if task.id not in here]
         return sorted([*mine, *copies], key=lambda task: task.created)
+
+    async def find_page(self, owner: Hashable, after: Any, limit: int) -> tuple[builtins.list[Task], Any]:
+        """``page`` across workers: one page read from the shared store, this worker's tasks live in it.
+
+        A shared store without ``owned_page`` is read whole (``find_all``) and cut. The
+        page's order is the shared store's; a task of this worker is shown live.
+        """
+        if self.shared is None:
+            return self.page(owner, after, limit)
+        self.sweep()
+        paged = getattr(self.shared, "owned_page", None)
+        if paged is None:
+            every = await self.find_all(owner)
+            start = int(after or 0)
+            return every[start : start + limit], (start + limit if start + limit < len(every) else None)
+        copies, mark = await paged(owner, after, limit)
+        return [self.store.get(copy.id) or copy for copy in copies], mark
 
     async def stop(self, task: Task) -> None:
         """Abort ``task``'s call, here or on the worker that runs it (its cleanup runs there)."""

@@ -23,6 +23,9 @@ Touch points:
   (``mcp.server.auth.routes.create_protected_resource_routes`` and
   ``build_resource_metadata_url``, in no ``__all__``), served at the path it names
   and at the bare ``/.well-known/oauth-protected-resource`` some clients ask first.
+* ``handshake_pending``: whether a connection still waits for its 2025 handshake
+  (``ServerSession._connection.initialize_accepted``), so the list pages answered
+  before the SDK's handler (``pages.PageMiddleware``) keep its refusal before ``initialize``.
 * ``principal_of``: who a verified token stands for (``principal_components``), the
   triple the SDK binds 2025 sessions and request state to, so tasks follow it too.
 """
@@ -72,6 +75,16 @@ def on_connection_close(session: ServerSession, callback: Callable[[], object]) 
         return False
     stack.callback(callback)
     return True
+
+
+def handshake_pending(session: ServerSession) -> bool:
+    """Whether ``session``'s connection has not yet accepted ``initialize`` (the SDK then refuses requests).
+
+    ``True`` when this SDK's shape is not the one known here: the caller then takes
+    the SDK's own path, slower but never answering what the SDK would refuse.
+    """
+    accepted = getattr(getattr(session, "_connection", None), "initialize_accepted", None)
+    return accepted is not True
 
 
 def _request_dispatch(session: ServerSession) -> Any:

@@ -50,6 +50,8 @@ from ..engine import (
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
 from .elicitation import channel_for, input_required, is_modern, resumption
+from .options import PAGE_SIZE
+from .pages import Cursors, ListPages
 from .rich import Limits, figure_png, limits_for, pil_image
 
 log = logging.getLogger("fusion_nb")
@@ -82,30 +84,50 @@ class Subscribers:
         return [session for session, uris in self._sessions.values() if uri in uris]
 
 
-def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits: Limits | None = None) -> None:
+def serve_catalog(
+    server: Any,
+    app: App,
+    notifier: ToolsChangedNotifier,
+    limits: Limits | None = None,
+    *,
+    page_size: int = PAGE_SIZE,
+    cursors: Cursors | None = None,
+    stamp: Callable[[], dict[str, Any]] | None = None,
+) -> list[ListPages]:
     """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``; list changes go out
-    through ``notifier`` (2025 sessions and 2026 listen streams alike), as the tools' do."""
+    through ``notifier`` (2025 sessions and 2026 listen streams alike), as the tools' do.
+
+    Returns the three lists' pages (``pages.ListPages``), for ``PageMiddleware`` to answer from.
+    """
     catalog = app.catalog
     limits = limits or limits_for(app.answer_limits)
     subscribers = Subscribers()
 
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=r.mime_type)
-                for r in catalog.resources
-            ]
-        )
+    def resources() -> list[types.Resource]:
+        return [
+            types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=r.mime_type)
+            for r in catalog.resources
+        ]
 
-    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate(
-                    uri_template=r.uri, name=r.name, description=r.description, mime_type=r.mime_type
-                )
-                for r in catalog.templates
-            ]
-        )
+    def templates() -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(uri_template=r.uri, name=r.name, description=r.description, mime_type=r.mime_type)
+            for r in catalog.templates
+        ]
+
+    def prompts() -> list[types.Prompt]:
+        return [prompt_to_mcp(p) for p in catalog.prompts]
+
+    paging: dict[str, Any] = {
+        "page_size": page_size,
+        "cursors": cursors or Cursors(),
+        "stamp": stamp or (lambda: server.server_info_stamp),
+    }
+    resource_pages = ListPages("resources/list", types.ListResourcesResult, "resources", resources, **paging)
+    template_pages = ListPages(
+        "resources/templates/list", types.ListResourceTemplatesResult, "resourceTemplates", templates, **paging
+    )
+    prompt_pages = ListPages("prompts/list", types.ListPromptsResult, "prompts", prompts, **paging)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)
@@ -124,9 +146,6 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
         read = contents(uri, value, resource.mime_type, limits, rows)
         return types.ReadResourceResult.model_validate({"contents": read})
 
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[prompt_to_mcp(p) for p in catalog.prompts])
-
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
         prompt = catalog.prompt(params.name)
         if prompt is None:
@@ -134,17 +153,19 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts are: {known}.")
         return await render_prompt(prompt, dict(params.arguments or {}), app.answer_limits, ctx, params, app.max_rounds)
 
-    server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
-    server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
+    server.add_request_handler("resources/list", types.PaginatedRequestParams, resource_pages.handler)
+    server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, template_pages.handler)
     server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
     server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribers.subscribe)
     server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, subscribers.unsubscribe)
-    server.add_request_handler("prompts/list", types.PaginatedRequestParams, list_prompts)
+    server.add_request_handler("prompts/list", types.PaginatedRequestParams, prompt_pages.handler)
     server.add_request_handler("prompts/get", types.GetPromptRequestParams, get_prompt)
 
     def changed(change: CatalogChange) -> None:
         kind, uri = change
         if kind in ("resources", "prompts"):
+            for pages in (resource_pages, template_pages) if kind == "resources" else (prompt_pages,):
+                pages.invalidate()
             notifier.changed(kind)
         elif uri is not None:
             notifier.bus.emit(ResourceUpdated(uri=uri))
@@ -153,6 +174,7 @@ def serve_catalog(server: Any, app: App, notifier: ToolsChangedNotifier, limits:
                 spawn(functools.partial(_send_updated, sessions, uri), name="fusion-nb resources/updated")
 
     _listen_weakly(server, catalog.on_change, changed)
+    return [resource_pages, template_pages, prompt_pages]
 
 
 async def _send_updated(sessions: list[ServerSession], uri: str) -> None:

@@ -37,7 +37,7 @@ from starlette.types import Send
 
 from ._sdk import error_data_of
 from .ending import STREAM_GONE, serving
-from .wire import KEEPALIVE, SESSION_HEADER_BYTES, SSE_HEADERS, dump, event, respond
+from .wire import KEEPALIVE, SESSION_HEADER_BYTES, SSE_HEADERS, dump, event, preencoded, respond, response_with
 
 if TYPE_CHECKING:
     from .resume import EventLog
@@ -316,7 +316,11 @@ class PostExchange:
             return False
         self.state.apply(Move.SETTLE)
         assert self.request_id is not None
-        await self._finish(dump(JSONRPCResponse(jsonrpc="2.0", id=self.request_id, result=result)), None)
+        body = preencoded(result, ascii=True) if method.endswith("/list") else None  # a list page's bytes (``pages``)
+        if body is not None:
+            await self._finish(response_with(self.request_id, body, ascii=True), None)
+        else:
+            await self._finish(dump(JSONRPCResponse(jsonrpc="2.0", id=self.request_id, result=result)), None)
         return True
 
     async def _finish(self, payload: bytes, error_code: int | None) -> None:

@@ -82,6 +82,7 @@ from ..engine import Event, Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
 from .ending import CONNECTION_ENDED, client_cancelled, serving
 from .options import ANSWER_TIMEOUT
+from .wire import preencoded, response_with
 
 log = logging.getLogger(__name__)
 
@@ -452,6 +453,16 @@ def _encode(message: Mapping[str, Any]) -> bytes:
         return to_json(message, inf_nan_mode="null") + b"\n"
     except PydanticSerializationError:  # a lone surrogate (or what is not JSON data at all)
         return to_json(without_surrogates(message), inf_nan_mode="null") + b"\n"
+
+
+def _answer_line(method: str, answer: dict[str, Any]) -> bytes:
+    """``answer``'s line; a list page's result is written from the bytes it was encoded to once (``pages``)."""
+    result = answer.get("result")
+    if result is not None and method.endswith("/list"):
+        body = preencoded(result, ascii=False)
+        if body is not None:
+            return response_with(answer["id"], body, ascii=False) + b"\n"
+    return _encode(answer)
 
 
 def without_surrogates(value: Any) -> Any:
@@ -994,7 +1005,7 @@ class PipeConnection:
                 return
             # alone: no other call runs, and no line read but not yet served could start one this turn
             alone = self._running == 1 and not self.reader.buffered
-            await self.writer.write(_encode(answer), gather=not alone)
+            await self.writer.write(_answer_line(method, answer), gather=not alone)
         finally:
             self._running -= 1
             if not self._running and self._idle is not None:

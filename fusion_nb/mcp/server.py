@@ -35,6 +35,7 @@ from .elicitation import (
 from .ending import serving
 from .limits import OncePerInterval
 from .options import ServerOptions, with_options
+from .pages import Cursors, ListPages, PageMiddleware
 from .params_errors import ParamsInOneSentence
 from .progress import ProgressPump, wants_progress
 from .rich import install_default
@@ -143,16 +144,18 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     """
     install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
     progress_interval = options.progress_interval
-    listing: list[types.ListToolsResult | None] = [None]  # cached until the registry changes
+    cursors = Cursors()
 
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        cached = listing[0]
-        if cached is None:
-            jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
-            cached = listing[0] = types.ListToolsResult(tools=[tool_to_mcp(tool, jobs=jobs) for tool in app.tools])
-        return cached
+    def tools() -> list[types.Tool]:
+        jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
+        return [tool_to_mcp(tool, jobs=jobs) for tool in app.tools]
+
+    def stamp() -> dict[str, Any]:
+        return server.server_info_stamp
+
+    tool_pages = ListPages(
+        "tools/list", types.ListToolsResult, "tools", tools, page_size=options.page_size, cursors=cursors, stamp=stamp
+    )
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         tool = app.get(name)
@@ -222,7 +225,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         app.name,
         version=app.version,
         instructions=app.instructions,
-        on_list_tools=list_tools,
+        on_list_tools=tool_pages.handler,
         on_call_tool=call_tool,
         get_tool_input_schema=input_schema,
     )
@@ -231,7 +234,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
     server.middleware = [*defaults, ParamsInOneSentence(), boundary]
     # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
-    server.task_wire = task_wire = install_tasks(server, tasks_of(app))
+    server.task_wire = task_wire = install_tasks(server, tasks_of(app), page_size=options.page_size, cursors=cursors)
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier
@@ -240,11 +243,10 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, server.task_listen)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
 
-    def invalidate() -> None:
-        listing[0] = None
-
-    _listen_weakly(app, server, invalidate, notifier.changed)
-    serve_catalog(server, app, notifier)  # resources/* and prompts/* (their list changes through the same notifier)
+    _listen_weakly(app, server, tool_pages.invalidate, notifier.changed)
+    # resources/* and prompts/* (their list changes through the same notifier)
+    catalog_pages = serve_catalog(server, app, notifier, page_size=options.page_size, cursors=cursors, stamp=stamp)
+    server.middleware.append(PageMiddleware([tool_pages, *catalog_pages]))  # innermost: the lists' cached pages
     return server
 
 

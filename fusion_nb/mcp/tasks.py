@@ -46,6 +46,8 @@ from ..engine._tasks import MAX_TTL
 from ._sdk import principal_of
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of
+from .options import PAGE_SIZE
+from .pages import Cursors
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -237,8 +239,13 @@ def _can_answer(ctx: ServerRequestContext[Any, Any]) -> Any:
 class TaskWire:
     """The middleware and ``tasks/*`` handlers of one server over one app's ``Tasks``."""
 
-    def __init__(self, tasks: Tasks, *, heartbeat: float = 15.0) -> None:
+    def __init__(
+        self, tasks: Tasks, *, heartbeat: float = 15.0, page_size: int = PAGE_SIZE, cursors: Cursors | None = None
+    ) -> None:
         self.tasks = tasks
+        #: tasks per ``tasks/list`` page, and the cursors that continue one (sealed per owner)
+        self.page_size = page_size
+        self.cursors = cursors or Cursors()
         #: seconds between heartbeat progress notifications of a task tool run as a plain call
         self.heartbeat = heartbeat
 
@@ -418,9 +425,22 @@ class TaskWire:
         await self.tasks.respond(task, request.key, response)
 
     async def list(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        """``tasks/list`` (2025): this client's tasks only, in one page."""
+        """``tasks/list`` (2025): this client's tasks only, ``page_size`` at a time.
+
+        A page costs its own tasks, not the client's others nor anybody else's; its
+        cursor is sealed for this client (another's, or a forged one, is -32602).
+        """
+        owner = owner_of(ctx)
+        scope = f"tasks/list {owner!r}"
+        after = None
+        if params.cursor is not None:
+            after = json.loads(self.cursors.open(scope, "tasks/list", params.cursor))
         with store_errors():
-            return {"tasks": [legacy_task(task) for task in await self.tasks.find_all(owner_of(ctx))]}
+            tasks, mark = await self.tasks.find_page(owner, after, self.page_size)
+        result: dict[str, Any] = {"tasks": [legacy_task(task) for task in tasks]}
+        if mark is not None:
+            result["nextCursor"] = self.cursors.seal(scope, json.dumps(mark))
+        return result
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/cancel``: abort the task's call; the task (2025) or an empty acknowledgement (2026)."""
@@ -465,9 +485,16 @@ def _refusal(error: ToolError) -> dict[str, Any]:
     return result_to_wire(CallResult.failure(error), has_output_schema=True)
 
 
-def install(server: Server[Any], tasks: Tasks, *, heartbeat: float = 15.0) -> TaskWire:
+def install(
+    server: Server[Any],
+    tasks: Tasks,
+    *,
+    heartbeat: float = 15.0,
+    page_size: int = PAGE_SIZE,
+    cursors: Cursors | None = None,
+) -> TaskWire:
     """Serve ``tasks`` from ``server``: the middleware (innermost), the ``tasks/*`` handlers, the 2026 extension."""
-    wire = TaskWire(tasks, heartbeat=heartbeat)
+    wire = TaskWire(tasks, heartbeat=heartbeat, page_size=page_size, cursors=cursors)
     server.middleware.append(wire)
     for method, handler in (
         ("tasks/get", wire.get),

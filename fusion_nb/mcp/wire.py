@@ -9,10 +9,12 @@ eras and the modules cannot drift apart.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.types import Send
 
 SESSION_HEADER = "mcp-session-id"
@@ -63,3 +65,50 @@ async def reject(send: Send, request_id: Any, code: int, message: str, data: Any
     """A 2026 ladder refusal as the SDK's entry writes it: its JSON-RPC error, with the table's HTTP status."""
     error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message, data=data))
     await respond(send, ERROR_CODE_HTTP_STATUS.get(code, 200), dump(error))
+
+
+class Preencoded(list[Any]):
+    """A page's items that also carry the whole page result's JSON, encoded once (``pages.ListPages``).
+
+    A list to everyone else (the SDK's in-memory path reads the items); fusion-nb's
+    transports find it in a result and write its bytes (``preencoded``) instead of
+    encoding megabytes again. ``size``: the result's key count, so a result some
+    middleware changed after the page was made is encoded afresh.
+    """
+
+    __slots__ = ("_forms", "_result", "size")
+
+    def __init__(self, items: list[Any], result: Mapping[str, Any]) -> None:
+        super().__init__(items)
+        self._result = {key: list(items) if value is items else value for key, value in result.items()}
+        self.size = len(result)
+        self._forms: dict[bool, bytes | None] = {}
+
+    def encoded(self, ascii: bool) -> bytes | None:
+        """The result's JSON: as ``json.dumps`` writes it (ASCII, the HTTP face) or as pydantic-core does (the pipe)."""
+        form = self._forms.get(ascii, b"")
+        if form == b"":
+            try:
+                form = (
+                    json.dumps(self._result, separators=(",", ":")).encode()
+                    if ascii
+                    else to_json(self._result, inf_nan_mode="null")
+                )
+            except (PydanticSerializationError, ValueError):  # (a lone surrogate: the transport's own path copes)
+                form = None
+            self._forms[ascii] = form
+        return form
+
+
+def preencoded(result: Mapping[str, Any], *, ascii: bool) -> bytes | None:
+    """The encoded JSON of a list page's ``result`` (``Preencoded``), else ``None`` (encode it as usual)."""
+    for value in result.values():
+        if type(value) is Preencoded:
+            return value.encoded(ascii) if len(result) == value.size else None
+    return None
+
+
+def response_with(request_id: Any, body: bytes, *, ascii: bool) -> bytes:
+    """A JSON-RPC response around an encoded ``result``, keys in the order ``dump`` writes them."""
+    rid = json.dumps(request_id).encode() if ascii else to_json(request_id)
+    return b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + body + b"}"

@@ -26,6 +26,7 @@ from fusion_nb.mcp._sdk import (
     connection_of,
     direct_progress_requested,
     error_data_of,
+    handshake_pending,
     on_connection_close,
 )
 
@@ -189,6 +190,22 @@ def _sources() -> list[tuple[str, str]]:
                 lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
                 sources.append((f"{notebook.relative_to(REPO)} cell {number}", "\n".join(lines)))
     return sources
+
+
+@pytest.mark.parametrize("era", ["2026-direct", "2025-memory", "2026-stream"])
+async def test_a_connection_past_its_handshake_says_so(era):
+    pending: list[bool] = []
+
+    async def on_call(ctx):
+        pending.append(handshake_pending(ctx.session))
+
+    async with client_for(probe_server(on_call), era) as client:
+        await client.call_tool("probe", {})
+    assert pending == [False], (
+        f"{SDK_SERIES} contract broken on {era}: ServerSession no longer exposes "
+        "`_connection.initialize_accepted`, so every list page takes the SDK's slow path "
+        "(update _sdk.handshake_pending)."
+    )
 
 
 def test_no_sdk_private_is_reached_outside_the_compat_module():

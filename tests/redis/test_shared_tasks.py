@@ -346,3 +346,32 @@ async def test_what_a_worker_answered_for_its_own_task_every_worker_answers_next
             assert (await a.find("alice", task.id)).status == TaskStatus.COMPLETED  # what A answers...
             copy = await b.find("alice", task.id)
             assert copy is not None and copy.status == TaskStatus.COMPLETED  # ...B answers right after
+
+
+async def test_a_tasks_list_page_through_b_reads_one_page_of_records_from_redis(redis_server):
+    """One page costs its own records (Redis' keyspace hits), not the owner's other tasks nor another owner's."""
+    async with two_workers(redis_server.url, max_per_owner=100) as (a, b, _):
+        made = [await a.start(None, "train", {"steps": 1}) for _ in range(25)]
+        for _ in range(40):
+            await a.start("bob", "train", {"steps": 1})
+        watcher = aioredis.from_url(redis_server.url, decode_responses=True)
+        pages, params, reads = [], {}, []
+        async with raw_peer(mcp_server(b.app, page_size=10)) as peer:
+            while True:
+                before = (await watcher.info("stats"))["keyspace_hits"]
+                page = await peer.request("tasks/list", params)
+                reads.append((await watcher.info("stats"))["keyspace_hits"] - before)
+                pages.append([task["taskId"] for task in page["tasks"]])
+                if "nextCursor" not in page:
+                    break
+                params = {"cursor": page["nextCursor"]}
+            with pytest.raises(RawError, match=r"^tasks/list: the cursor 'forged' is not one this server gave"):
+                await peer.request("tasks/list", {"cursor": "forged"})
+        await watcher.aclose()
+        listed = [task_id for page in pages for task_id in page]
+        assert [len(page) for page in pages] == [10, 10, 5]
+        assert sorted(listed) == sorted(task.id for task in made)
+        assert max(reads) <= 10 + 5  # the page's 10 records, the index, a lease: never the 25 or bob's 40
+        for task in made:
+            with anyio.fail_after(10):
+                await task.wait()
