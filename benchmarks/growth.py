@@ -21,13 +21,18 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
     del sys.path[0]
 
 import argparse
+import contextlib
 import gc
 import json
 import multiprocessing
 import resource
+import select
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -40,6 +45,8 @@ from pydantic import Field
 
 from fusion_nb import Fusion
 from fusion_nb.mcp import mcp_server
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def frame(rows: int) -> pd.DataFrame:
@@ -257,21 +264,258 @@ def print_tool_growth(found: list[tuple[str, int, float, float, float, float, fl
         )
 
 
+# ---- lists (issue 51, item 3): a page of tools/list and tasks/list, over a real stdio pipe ----
+#
+# Each server is its own process driven over raw pipes with blocking reads (no client-side
+# validation counted): the time is from writing the request to reading the whole answer line.
+# tools/list beside the SDK's bare lowlevel server (its list cached, as ours is) and its
+# MCPServer (FastMCP) with the same described two-argument tools; tasks/list and tasks/get of
+# one client holding N retained tasks, in memory and through Redis.
+
+LIST_SERVER = """
+import sys, anyio
+kind, count, store = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+DESCRIPTION = "Adds a number to a text, as a described two-argument tool."
+if kind == "fusion":
+    from fusion_nb import Fusion
+    from fusion_nb.mcp import serve_stdio
+    app = Fusion("growth-lists")
+    async def handle(input, ctx):
+        return "ok"
+    for n in range(count):
+        tool = app.f.query(f"tool{n}").describe(DESCRIPTION)
+        tool.with_string("a", "a text").with_integer("b", "a number").handle(handle)
+    anyio.run(serve_stdio, app)
+elif kind == "tasks":
+    from fusion_nb import Fusion, respond
+    from fusion_nb.engine import tasks_of
+    from fusion_nb.mcp import serve_stdio
+    app = Fusion(f"growth-tasks-{count}")  # (its own keys in a Redis shared by every size)
+    @app.f.action("quick").task(poll_interval=1.0).handle
+    async def quick(input, ctx):
+        yield respond("done")
+    tasks = tasks_of(app)
+    tasks.max_per_owner = tasks.max_total = count + 1
+    async def main():
+        if store == "memory":
+            for _ in range(count):
+                tasks.create(None, "quick", ttl=3600)
+            await serve_stdio(app)
+            return
+        from fusion_nb.redis_tasks import share_tasks
+        async with share_tasks(app, store):
+            limiter = anyio.Semaphore(64)
+            async def start():
+                async with limiter:
+                    await tasks.start(None, "quick", ttl=3600)
+            async with anyio.create_task_group() as group:
+                for _ in range(count):
+                    group.start_soon(start)
+            await serve_stdio(app)
+    anyio.run(main)
+else:
+    import mcp_types as types
+    schema = {"type": "object", "properties": {"a": {"type": "string", "description": "a text"},
+              "b": {"type": "integer", "description": "a number"}}, "required": ["a", "b"]}
+    if kind == "sdk":
+        from mcp.server.lowlevel.server import Server
+        from mcp.server.stdio import stdio_server
+        listing = types.ListToolsResult(tools=[types.Tool(name=f"tool{n}", description=DESCRIPTION, input_schema=schema)
+                                               for n in range(count)])
+        async def list_tools(ctx, params):
+            return listing
+        server = Server("growth-sdk", on_list_tools=list_tools)
+        async def main():
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        anyio.run(main)
+    else:
+        from mcp.server.mcpserver import MCPServer
+        server = MCPServer("growth-fastmcp")
+        def tool(a: str, b: int) -> str:
+            return a
+        for n in range(count):
+            server.add_tool(tool, name=f"tool{n}", description=DESCRIPTION)
+        server.run("stdio")
+"""
+LIST_SERVERS = {"fusion-nb": "fusion", "SDK lowlevel": "sdk", "FastMCP (MCPServer)": "fastmcp"}
+
+
+class ListPipe:
+    """A list server process on raw pipes, handshaken on 2025-11-25; ``ask`` times one request."""
+
+    def __init__(self, kind: str, count: int, store: str = "memory") -> None:
+        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by ``close``; shown if the server ends early)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", LIST_SERVER, kind, str(count), store],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            env=env,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.inp, self.out, self.buffer, self.next_id = (
+            self.process.stdin.fileno(),
+            self.process.stdout.fileno(),
+            b"",
+            0,
+        )
+        client = {"name": "growth", "version": "0"}
+        self.ask("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}, 600)
+        os.write(self.inp, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def ask(self, method: str, params: dict[str, object] | None = None, wait: float = 60) -> tuple[float, bytes]:
+        """Seconds from writing the request to reading its whole answer, and the answer."""
+        self.next_id += 1
+        line = json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}).encode()
+        started = time.perf_counter()
+        os.write(self.inp, line + b"\n")
+        while b"\n" not in self.buffer:
+            if not select.select([self.out], [], [], wait)[0]:
+                raise TimeoutError(f"{method}: no answer in {wait} s")
+            chunk = os.read(self.out, 1 << 20)
+            if not chunk:
+                self.errors.seek(0)
+                raise EOFError(f"the server closed stdout: {self.errors.read()[-2000:].decode(errors='replace')}")
+            self.buffer += chunk
+        elapsed = time.perf_counter() - started
+        answer, _, self.buffer = self.buffer.partition(b"\n")
+        return elapsed, answer
+
+    def walk(self, method: str, key: str) -> tuple[float, int, int, bytes]:
+        """Every page of ``method``: seconds, bytes, pages, the first page's answer."""
+        seconds, size, pages, first = 0.0, 0, 0, b""
+        params: dict[str, object] = {}
+        while True:
+            elapsed, answer = self.ask(method, params)
+            seconds, size, pages = seconds + elapsed, size + len(answer), pages + 1
+            first = first or answer
+            result = json.loads(answer)["result"]
+            if "nextCursor" not in result:
+                return seconds, size, pages, first
+            params = {"cursor": result["nextCursor"]}
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.errors.close()
+
+
+def tools_list_rows(sizes: list[int], rounds: int) -> list[tuple[str, int, float, int, float, int, int]]:
+    """(server, tools, first page ms, its bytes, every page ms, their bytes, pages): medians of ``rounds``."""
+    rows = []
+    for count in sizes:
+        for name, kind in LIST_SERVERS.items():
+            pipe = ListPipe(kind, count)
+            try:
+                pipe.walk("tools/list", "tools")  # (the first list builds what later ones reuse)
+                firsts, walks = [], []
+                for _ in range(rounds):
+                    elapsed, first = pipe.ask("tools/list")
+                    firsts.append(elapsed)
+                    walks.append(pipe.walk("tools/list", "tools"))
+                _, size, pages, _ = walks[-1]
+                rows.append(
+                    (
+                        name,
+                        count,
+                        statistics.median(firsts) * 1000,
+                        len(first),
+                        statistics.median(w[0] for w in walks) * 1000,
+                        size,
+                        pages,
+                    )
+                )
+            finally:
+                pipe.close()
+    return rows
+
+
+def task_rows(sizes: list[int], rounds: int) -> list[tuple[str, int, float, int, float, int]]:
+    """(store, tasks, tasks/list first page ms, its bytes, tasks/get ms, pages): medians of ``rounds``."""
+    stores: dict[str, str] = {"memory": "memory"}
+    rows = []
+    with contextlib.ExitStack() as stack:
+        sys.path.insert(0, str(REPO / "tests"))
+        from redis_server import MISSING, find_redis_server, redis_server
+
+        if find_redis_server() is not None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            stores["Redis"] = stack.enter_context(redis_server(directory=directory)).url
+        else:
+            print(f"tasks through Redis: skipped ({MISSING})")
+        for count in sizes:
+            for name, store in stores.items():
+                pipe = ListPipe("tasks", count, store)
+                try:
+                    _, answer = pipe.ask("tasks/list")
+                    task_id = json.loads(answer)["result"]["tasks"][0]["taskId"]
+                    lists, gets = [], []
+                    for _ in range(rounds):
+                        elapsed, answer = pipe.ask("tasks/list")
+                        lists.append(elapsed)
+                        gets.append(pipe.ask("tasks/get", {"taskId": task_id})[0])
+                    pages = pipe.walk("tasks/list", "tasks")[2]
+                    rows.append(
+                        (
+                            name,
+                            count,
+                            statistics.median(lists) * 1000,
+                            len(answer),
+                            statistics.median(gets) * 1000,
+                            pages,
+                        )
+                    )
+                finally:
+                    pipe.close()
+    return rows
+
+
+def lists_section(tool_sizes: list[int], task_sizes: list[int], rounds: int) -> None:
+    """Print the tools/list and tasks/list tables (each only when it has a size to measure)."""
+    if tool_sizes:
+        print("\n### tools/list over stdio (raw pipe; medians)\n")
+        print("| server | tools | first page ms | first page bytes | every page ms | every page bytes | pages |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, count, first_ms, first_bytes, all_ms, all_bytes, pages in tools_list_rows(tool_sizes, rounds):
+            print(f"| {name} | {count:,} | {first_ms:.2f} | {first_bytes:,} | {all_ms:.2f} | {all_bytes:,} | {pages} |")
+    if task_sizes:
+        print("\n### tasks/list and tasks/get over stdio, one client's retained tasks (medians)\n")
+        print("| store | tasks | tasks/list page ms | page bytes | tasks/get ms | pages |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, count, list_ms, page_bytes, get_ms, pages in task_rows(task_sizes, rounds):
+            print(f"| {name} | {count:,} | {list_ms:.2f} | {page_bytes:,} | {get_ms:.2f} | {pages} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-rows", type=int, default=10_000_000)
-    parser.add_argument("--max-tools", type=int, default=10_000)
+    parser.add_argument("--max-tools", type=int, default=10_000, help="the tools section's largest count (-1: none)")
+    parser.add_argument("--max-list-tools", type=int, default=10_000, help="the lists section's largest tool count")
+    parser.add_argument("--max-tasks", type=int, default=100_000, help="the lists section's largest task count")
     args = parser.parse_args()
     sizes = [n for n in (10_000, 100_000, 1_000_000, 10_000_000) if n <= args.max_rows]
-    found = anyio.run(table_reads, sizes, args.rounds)
+    found = anyio.run(table_reads, sizes, args.rounds) if sizes else []
     base = {form: ms for rows, form, ms, *_ in found if rows == 100_000}
     print("| rows held | form | ms per read (median) | vs 10^5 rows | bytes sent | ends with |")
     print("|---:|---|---:|---:|---:|---|")
     for rows, form, ms, sent, said in found:
         ratio = f"{ms / base[form]:.2f}x" if form in base else "-"
         print(f"| {rows:,} | {form} | {ms:.1f} | {ratio} | {sent:,} | {said} |")
-    print_tool_growth(tool_growth([n for n in (0, 10, 100, 1_000, 10_000) if n <= args.max_tools], 60 * args.rounds))
+    registered = [n for n in (0, 10, 100, 1_000, 10_000) if n <= args.max_tools]
+    if registered:
+        print_tool_growth(tool_growth(registered, 60 * args.rounds))
+    tool_sizes = [n for n in (10, 100, 1_000, 10_000) if n <= args.max_list_tools]
+    task_sizes = [n for n in (100, 10_000, 100_000) if n <= args.max_tasks]
+    if tool_sizes or task_sizes:
+        lists_section(tool_sizes, task_sizes, args.rounds)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+NO_LISTS = ["--max-list-tools", "0", "--max-tasks", "0"]  # (the lists section has its own test)
+SMALL_LISTS = ["--max-tools", "-1", "--max-list-tools", "100", "--max-tasks", "100"]  # (no tools section)
 
 
 def test_the_growth_benchmark_reads_tables_and_says_where_each_was_cut():
@@ -20,6 +22,7 @@ def test_the_growth_benchmark_reads_tables_and_says_where_each_was_cut():
             "100000",
             "--max-tools",
             "10",
+            *NO_LISTS,
         ],
         capture_output=True,
         text=True,
@@ -48,3 +51,25 @@ def assert_tool_rows(printed: str) -> None:
     for row in rows:
         figures = row[2:] if row[1] != "0" else row[5:6]  # with no other tool: only tools/call p50
         assert all(float(figure.strip(" |")) >= 0 for figure in figures), row
+
+
+def test_the_growth_benchmark_lists_tools_and_tasks_beside_the_sdk():
+    """The lists section at its two smallest sizes: tools/list beside the SDK's servers, tasks/list in memory
+    and (when Debian's redis-server is here) through Redis."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "growth.py"), "--rounds", "1", "--max-rows", "0", *SMALL_LISTS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split(" | ") for line in run.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    tools = [(row[0], row[1]) for row in rows if row[0] in ("| fusion-nb", "| SDK lowlevel", "| FastMCP (MCPServer)")]
+    assert tools == [
+        (server, count)
+        for count in ("10", "100")
+        for server in ("| fusion-nb", "| SDK lowlevel", "| FastMCP (MCPServer)")
+    ]
+    assert all(row[-1] == "1 |" for row in rows if row[0] == "| fusion-nb")  # 100 tools: one page by default
+    stores = [row[0] for row in rows if row[0] in ("| memory", "| Redis")]
+    assert stores[:1] == ["| memory"] and (stores[1:] == ["| Redis"] or "Redis: skipped" in run.stdout)
