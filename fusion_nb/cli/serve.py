@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.client_config import TOKEN_ENV, http_configs, mcp_url, new_token, restart_note
-from ..mcp.options import PAGE_SIZE, parse_tokens
+from ..mcp.options import PAGE_SIZE, TASK_PAGE_SIZE, parse_tokens
 from .errors import CliError
 from .keys import STATE_KEY_ENV, resolve_state_key
 from .service import log_to_stderr
@@ -189,10 +189,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--page-size",
         type=int,
-        default=PAGE_SIZE,
         metavar="N",
         help=f"items per page of tools/list, resources/list, prompts/list and tasks/list; a longer list is paged "
-        f"with nextCursor (default {PAGE_SIZE}: up to that many in one page, for clients that never ask for more)",
+        f"with nextCursor (default: {PAGE_SIZE} tools, resources or prompts, for clients that never ask for more; "
+        f"{TASK_PAGE_SIZE} tasks)",
     )
     parser.add_argument(
         "--job-tools",
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--answer-timeout must be a positive number of seconds")
     if args.connections_per_address is not None and args.connections_per_address < 1:
         raise CliError("--connections-per-address must be 1 or more")
-    if args.page_size < 1:
+    if args.page_size is not None and args.page_size < 1:
         raise CliError("--page-size must be 1 or more")
     _task_options(args)
     if args.transport == "stdio":
@@ -699,7 +699,8 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["serve", args.source, "--transport", "http", "--host", args.host, "--port", str(args.port)]
     argv += ["--workers", str(args.workers), "--drain-timeout", str(args.drain_timeout)]
     argv += ["--header-timeout", str(args.header_timeout), "--answer-timeout", str(args.answer_timeout)]
-    argv += ["--page-size", str(args.page_size)]
+    if args.page_size is not None:
+        argv += ["--page-size", str(args.page_size)]
     if args.max_connections is not None:
         argv += ["--max-connections", str(args.max_connections)]
     if args.connections_per_address is not None:

@@ -31,9 +31,11 @@ _R = TypeVar("_R")
 #: seconds a question to the client (a 2025 elicitation) waits by default, on every transport
 ANSWER_TIMEOUT = 600.0
 
-#: items per page of tools/list, resources/list, resources/templates/list, prompts/list and tasks/list: a list
+#: items per page of tools/list, resources/list, resources/templates/list and prompts/list by default: a list
 #: this long or shorter is one page, so a client that never follows ``nextCursor`` still sees all of it
 PAGE_SIZE = 1000
+#: tasks per page of tasks/list by default: a client's whole list within the default bound (``Tasks.max_per_owner``)
+TASK_PAGE_SIZE = 100
 
 _WORKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -209,12 +211,14 @@ class ServerOptions:
     as over HTTP (``None``: for ever); then the call fails in one sentence.
 
     ``page_size`` is how many items one page of a list holds (tools, resources,
-    templates, prompts, tasks); a longer list is paged with ``nextCursor``. The
-    default keeps up to 1,000 in one page, for clients that never ask for a next page.
+    templates, prompts, tasks); a longer list is paged with ``nextCursor``. By default
+    (``None``) a page holds up to 1,000 tools, resources, templates or prompts, for
+    clients that never ask for a next page, and up to 100 tasks (a client's whole
+    list within the default task bound).
     """
 
     progress_interval: float = 0.05
-    page_size: int = PAGE_SIZE
+    page_size: int | None = None
     telemetry: bool = False
     request_state_keys: Sequence[bytes | str] | None = None
     request_state_ttl: float = 600.0
@@ -226,8 +230,8 @@ class ServerOptions:
             raise ValueError(f"progress_interval must be a number of seconds (0 or more), got {interval!r}")
         _positive("request_state_ttl", self.request_state_ttl, "seconds")
         size = self.page_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"page_size must be a whole number of items (1 or more), got {size!r}")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"page_size must be a whole number of items (1 or more) or None, got {size!r}")
         _positive("answer_timeout", self.answer_timeout, "seconds", optional=True)
         keys = self.request_state_keys
         if keys is not None:

@@ -11,6 +11,7 @@ them, and fusion-nb's transports (stdio pipe, HTTP) write the bytes as they are
 Cursors are opaque (``Cursors``): a state sealed with an HMAC under a key made per
 server. One not made here (forged, malformed, from a restarted server) or from an
 earlier generation of the list (it changed since) is -32602 in one sentence.
+``tasks/list`` (``tasks.TaskWire.list``) seals its cursors the same way, per client.
 """
 
 from __future__ import annotations
@@ -112,21 +113,22 @@ class ListPages:
         cached = self._pages.get((version, start))
         if cached is not None:
             return cached
+        generation = self.generation  # (a change made meanwhile, from another thread, is not cached as current)
         shaped = self._shaped.get(version)
         if shaped is None:
             every = [item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in self._items()]
-            shaped = self._shaped[version] = sdk_methods.serialize_server_result(
-                self.method, version, {**self._envelope, self.key: every}
-            )
+            shaped = sdk_methods.serialize_server_result(self.method, version, {**self._envelope, self.key: every})
         items = shaped[self.key]
         part = items[start : start + self.page_size]
         result: dict[str, Any] = {**shaped, self.key: part}  # (the era's own fields: 2026's resultType, ttlMs, ...)
         if start + self.page_size < len(items):
-            result["nextCursor"] = self._cursors.seal(self.method, f"{self.generation}.{start + self.page_size}")
+            result["nextCursor"] = self._cursors.seal(self.method, f"{generation}.{start + self.page_size}")
         if version in MODERN_PROTOCOL_VERSIONS and result.get("_meta") is None:
             result["_meta"] = {SERVER_INFO_KEY: self._stamp()}
         result[self.key] = Preencoded(part, result)
-        self._pages[(version, start)] = result
+        if generation == self.generation:
+            self._shaped[version] = shaped
+            self._pages[(version, start)] = result
         return result
 
     def _start(self, cursor: object) -> int:

@@ -34,7 +34,7 @@ from .elicitation import (
 )
 from .ending import serving
 from .limits import OncePerInterval
-from .options import ServerOptions, with_options
+from .options import PAGE_SIZE, TASK_PAGE_SIZE, ServerOptions, with_options
 from .pages import Cursors, ListPages, PageMiddleware
 from .params_errors import ParamsInOneSentence
 from .progress import ProgressPump, wants_progress
@@ -145,6 +145,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
     progress_interval = options.progress_interval
     cursors = Cursors()
+    page_size = options.page_size or PAGE_SIZE
 
     def tools() -> list[types.Tool]:
         jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
@@ -154,7 +155,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         return server.server_info_stamp
 
     tool_pages = ListPages(
-        "tools/list", types.ListToolsResult, "tools", tools, page_size=options.page_size, cursors=cursors, stamp=stamp
+        "tools/list", types.ListToolsResult, "tools", tools, page_size=page_size, cursors=cursors, stamp=stamp
     )
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
@@ -234,7 +235,9 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
     server.middleware = [*defaults, ParamsInOneSentence(), boundary]
     # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
-    server.task_wire = task_wire = install_tasks(server, tasks_of(app), page_size=options.page_size, cursors=cursors)
+    server.task_wire = task_wire = install_tasks(
+        server, tasks_of(app), page_size=options.page_size or TASK_PAGE_SIZE, cursors=cursors
+    )
     notifier = ToolsChangedNotifier()
     server.app = app
     server.notifier = notifier
@@ -245,7 +248,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
 
     _listen_weakly(app, server, tool_pages.invalidate, notifier.changed)
     # resources/* and prompts/* (their list changes through the same notifier)
-    catalog_pages = serve_catalog(server, app, notifier, page_size=options.page_size, cursors=cursors, stamp=stamp)
+    catalog_pages = serve_catalog(server, app, notifier, page_size=page_size, cursors=cursors, stamp=stamp)
     server.middleware.append(PageMiddleware([tool_pages, *catalog_pages]))  # innermost: the lists' cached pages
     return server
 

@@ -46,7 +46,7 @@ from ..engine._tasks import MAX_TTL
 from ._sdk import principal_of
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of
-from .options import PAGE_SIZE
+from .options import TASK_PAGE_SIZE
 from .pages import Cursors
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ class TaskWire:
     """The middleware and ``tasks/*`` handlers of one server over one app's ``Tasks``."""
 
     def __init__(
-        self, tasks: Tasks, *, heartbeat: float = 15.0, page_size: int = PAGE_SIZE, cursors: Cursors | None = None
+        self, tasks: Tasks, *, heartbeat: float = 15.0, page_size: int = TASK_PAGE_SIZE, cursors: Cursors | None = None
     ) -> None:
         self.tasks = tasks
         #: tasks per ``tasks/list`` page, and the cursors that continue one (sealed per owner)
@@ -490,7 +490,7 @@ def install(
     tasks: Tasks,
     *,
     heartbeat: float = 15.0,
-    page_size: int = PAGE_SIZE,
+    page_size: int = TASK_PAGE_SIZE,
     cursors: Cursors | None = None,
 ) -> TaskWire:
     """Serve ``tasks`` from ``server``: the middleware (innermost), the ``tasks/*`` handlers, the 2026 extension."""

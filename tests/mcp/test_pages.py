@@ -113,12 +113,13 @@ async def test_a_cursor_of_a_list_that_changed_since_is_stale(era):
         assert again.tools[0].name == "tool010"
 
 
-async def test_the_default_page_holds_up_to_a_thousand_items():
+async def test_the_default_page_holds_up_to_a_thousand_items_and_a_hundred_tasks():
     app = register(Fusion("pages-test"), tools=1001, others=0)
     async with client_for(mcp_server(app), "2025-memory") as client:
         first = await client.list_tools()
         assert len(first.tools) == 1000 and first.next_cursor is not None
         assert [t.name for t in (await client.list_tools(cursor=first.next_cursor)).tools] == ["tool1000"]
+    assert mcp_server(app).task_wire.page_size == 100  # tasks: a client's whole list within the default bound
     with pytest.raises(ValueError, match="page_size must be a whole number of items"):
         mcp_server(app, page_size=0)
 
