@@ -2,10 +2,10 @@
 
 Why: the SDK's path validated and dumped the whole list again on every call (767 ms
 and 3.2 MiB at 10,000 tools, the result object cached but re-serialised). Here each
-list is shaped for the wire once per registry generation and protocol version (by the
-SDK's own ``serialize_server_result``), cut into pages of ``page_size`` items, and each
-page's JSON bytes are kept until the registry changes: ``PageMiddleware`` answers from
-them, and fusion-nb's transports (stdio pipe, HTTP) write the bytes as they are
+page is shaped for the wire once per registry generation and protocol version (by the
+SDK's own ``serialize_server_result``, when it is first asked for), and its JSON bytes
+are kept until the registry changes: ``PageMiddleware`` answers from them, and
+fusion-nb's transports (stdio pipe, HTTP) write the bytes as they are
 (``wire.preencoded``); any other transport serialises the page's dict as usual.
 
 Cursors are opaque (``Cursors``): a state sealed with an HMAC under a key made per
@@ -99,12 +99,12 @@ class ListPages:
         self._envelope = model.model_validate({key: []}).model_dump(by_alias=True, mode="json", exclude_none=True)
         self._items, self._cursors, self._stamp = items, cursors, stamp
         self.generation = 0
-        self._shaped: dict[str, dict[str, Any]] = {}  # protocol version -> the whole list as that version's wire has it
+        self._listed: list[Any] | None = None  # the items of this generation
         self._pages: dict[tuple[str, int], dict[str, Any]] = {}
 
     def invalidate(self) -> None:
         self.generation += 1
-        self._shaped.clear()
+        self._listed = None
         self._pages.clear()
 
     def page(self, params: Any, version: str) -> dict[str, Any]:
@@ -114,20 +114,19 @@ class ListPages:
         if cached is not None:
             return cached
         generation = self.generation  # (a change made meanwhile, from another thread, is not cached as current)
-        shaped = self._shaped.get(version)
-        if shaped is None:
-            every = [item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in self._items()]
-            shaped = sdk_methods.serialize_server_result(self.method, version, {**self._envelope, self.key: every})
-        items = shaped[self.key]
-        part = items[start : start + self.page_size]
-        result: dict[str, Any] = {**shaped, self.key: part}  # (the era's own fields: 2026's resultType, ttlMs, ...)
+        items = self._listed if self._listed is not None else self._items()
+        dumped = [
+            item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in items[start:][: self.page_size]
+        ]
+        # this page shaped as the version's wire has it (its own fields too: 2026's resultType, ttlMs, ...)
+        result = sdk_methods.serialize_server_result(self.method, version, {**self._envelope, self.key: dumped})
         if start + self.page_size < len(items):
             result["nextCursor"] = self._cursors.seal(self.method, f"{generation}.{start + self.page_size}")
         if version in MODERN_PROTOCOL_VERSIONS and result.get("_meta") is None:
             result["_meta"] = {SERVER_INFO_KEY: self._stamp()}
-        result[self.key] = Preencoded(part, result)
+        result[self.key] = Preencoded(result[self.key], result)
         if generation == self.generation:
-            self._shaped[version] = shaped
+            self._listed = items
             self._pages[(version, start)] = result
         return result
 

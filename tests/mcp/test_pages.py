@@ -8,6 +8,7 @@ resources, templates and prompts; served with ``page_size=10`` each list takes p
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -25,6 +26,8 @@ from stdio_serving import HERE, INITIALIZE, REPO, StdioCommand, open_raw
 from fusion_nb import Fusion, respond
 from fusion_nb.engine import MemoryTaskStore, Task, tasks_of
 from fusion_nb.mcp import mcp_server
+from fusion_nb.mcp.pages import PageMiddleware
+from fusion_nb.mcp.wire import preencoded
 
 pytestmark = pytest.mark.anyio
 
@@ -252,3 +255,21 @@ def test_one_owners_list_touches_none_of_anothers_tasks():
     store.remove("b399")  # the mark's own task went: the next page starts after its time
     tasks, mark = store.page(bob, mark, 200)
     assert [tasks[0].id, tasks[-1].id, mark] == ["b400", "b499", None]
+
+
+def test_a_page_is_encoded_once_until_its_list_changes():
+    app = paged_app()
+    server = mcp_server(app, page_size=10)
+    pages = next(m for m in server.middleware if isinstance(m, PageMiddleware)).lists["tools/list"]
+    first = pages.page(None, "2025-11-25")
+    body = preencoded(first, ascii=False)
+    assert body is not None and json.loads(body)["tools"][0]["name"] == "tool000"
+    assert pages.page(None, "2025-11-25") is first and preencoded(first, ascii=False) is body  # kept, not redone
+    assert json.loads(preencoded(first, ascii=True) or b"") == json.loads(body)  # the HTTP face's ASCII form
+
+    @app.f.query("late").describe("Added after the first page.").handle
+    async def late(input, ctx):
+        return "late"
+
+    again = pages.page(None, "2025-11-25")  # encoded afresh, for the list's next generation
+    assert again is not first and again["nextCursor"] != first["nextCursor"]
