@@ -39,10 +39,18 @@ SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
 
 class Cursors:
-    """Seals a page's position into an opaque cursor and reads it back, refusing any other."""
+    """Seals a page's position into an opaque cursor and reads it back, refusing any other.
 
-    def __init__(self) -> None:
-        self._key = secrets.token_bytes(32)
+    ``secret``: what every process behind one endpoint shares (the request-state key), so a
+    cursor one worker gave another reads; without one, a key made for this process.
+    """
+
+    def __init__(self, secret: bytes | str | None = None) -> None:
+        if secret is None:
+            self._key = secrets.token_bytes(32)
+        else:
+            raw = secret.encode() if isinstance(secret, str) else secret
+            self._key = hmac.new(raw, b"fusion-nb list cursors", "sha256").digest()  # (never the secret itself)
 
     def _tag(self, scope: str, state: bytes) -> bytes:
         return hmac.new(self._key, scope.encode() + b"\n" + state, "sha256").digest()[:12]

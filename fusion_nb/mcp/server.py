@@ -144,7 +144,8 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     """
     install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
     progress_interval = options.progress_interval
-    cursors = Cursors()
+    keys = options.request_state_keys
+    cursors = Cursors(keys[0] if keys else None)  # (one endpoint's workers share it: each reads the others' cursors)
     page_size = options.page_size or PAGE_SIZE
 
     def tools() -> list[types.Tool]:

@@ -273,3 +273,18 @@ def test_a_page_is_encoded_once_until_its_list_changes():
 
     again = pages.page(None, "2025-11-25")  # encoded afresh, for the list's next generation
     assert again is not first and again["nextCursor"] != first["nextCursor"]
+
+
+@pytest.mark.parametrize("era", ["2025-memory", "2026-direct"])
+async def test_workers_sharing_a_state_key_read_each_others_cursors(era):
+    """Behind one endpoint (``fusion-nb serve --workers``) the next page may reach another process."""
+    key = "k" * 32
+    one, other, stranger = (
+        mcp_server(paged_app(), page_size=10, request_state_keys=keys) for keys in ([key], [key], ["s" * 32])
+    )
+    async with client_for(one, era) as first:
+        cursor = (await first.list_tools()).next_cursor
+    async with client_for(other, era) as second:
+        assert (await second.list_tools(cursor=cursor)).tools[0].name == "tool010"
+    async with client_for(stranger, era) as third:
+        assert "not one this server gave" in await refused(third.list_tools(cursor=cursor))
