@@ -350,10 +350,13 @@ async def test_what_a_worker_answered_for_its_own_task_every_worker_answers_next
 
 async def test_a_tasks_list_page_through_b_reads_one_page_of_records_from_redis(redis_server):
     """One page costs its own records (Redis' keyspace hits), not the owner's other tasks nor another owner's."""
-    async with two_workers(redis_server.url, max_per_owner=100) as (a, b, _):
+    async with two_workers(redis_server.url, lease=60.0, max_per_owner=100) as (a, b, store_a):
         made = [await a.start(None, "train", {"steps": 1}) for _ in range(25)]
-        for _ in range(40):
-            await a.start("bob", "train", {"steps": 1})
+        others = [await a.start("bob", "train", {"steps": 1}) for _ in range(40)]
+        for task in [*made, *others]:  # (settled and written: no write of theirs runs while pages are counted)
+            with anyio.fail_after(10):
+                await task.wait()
+            await store_a.written(task)
         watcher = aioredis.from_url(redis_server.url, decode_responses=True)
         pages, params, reads = [], {}, []
         async with raw_peer(mcp_server(b.app, page_size=10)) as peer:
@@ -372,6 +375,3 @@ async def test_a_tasks_list_page_through_b_reads_one_page_of_records_from_redis(
         assert [len(page) for page in pages] == [10, 10, 5]
         assert sorted(listed) == sorted(task.id for task in made)
         assert max(reads) <= 10 + 5  # the page's 10 records, the index, a lease: never the 25 or bob's 40
-        for task in made:
-            with anyio.fail_after(10):
-                await task.wait()
