@@ -431,6 +431,7 @@ class Host:
         hide_token: bool = False,
         new_token: bool = False,
         register: bool = False,
+        page_size: int | None = None,
     ) -> Any:
         """Start serving (once); print the URL, token and client configuration.
 
@@ -439,6 +440,7 @@ class Host:
         the port kept for the notebook is reused when ``port`` is 0 and it is free.
         ``hide_token`` prints ``TOKEN`` in its place. ``register`` adds the endpoint to
         jupyter-ai's MCP settings file (``mcp_settings``) until stop or the kernel's end.
+        ``page_size``: items per list page (``ServerOptions.page_size``).
         """
         from IPython.core.error import UsageError
 
@@ -468,7 +470,7 @@ class Host:
             return KernelServer(self.app, options, port=bind, kept=notebook is not None)
 
         try:  # the options are http_app's one definition, checked before anything binds
-            options = HttpOptions(host=host, auth=auth, token=chosen if auth else None)
+            options = HttpOptions(host=host, auth=auth, token=chosen if auth else None, page_size=page_size)
             # a kernel's loop runs between cells; a terminal's does not, so its server gets a thread
             try:
                 self.server = start() if self.kernel is not None else serve_in_thread(start)

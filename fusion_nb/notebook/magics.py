@@ -175,6 +175,13 @@ class FusionMagics(Magics):
         "fusion_nb.notebook.server().token has it",
     )
     @argument(
+        "--page-size",
+        type=int,
+        default=None,
+        help="items per page of tools/list, resources/list, prompts/list and tasks/list (default: 1000, tasks 100); "
+        "a longer list is paged with nextCursor",
+    )
+    @argument(
         "--job-tools",
         action="store_true",
         help="add jobs.wait and jobs.cancel: a task tool called by a client without MCP tasks answers with a job id "
@@ -216,6 +223,7 @@ class FusionMagics(Magics):
                 hide_token=args.hide_token,
                 new_token=args.new_token,
                 register=args.register,
+                page_size=args.page_size,
             )
         if args.command == "stop":
             return self.host.stop()

@@ -178,3 +178,12 @@ def test_choices_are_typed_as_labels_or_values_separated_by_commas(ipython):
     ipython.sendline("Cheese, o")
     ipython.expect(PROMPT)
     assert "('b', ['c', 'o'])" in ipython.before, ipython.before
+
+
+def test_a_page_size_that_is_no_count_is_one_usage_line(ipython):
+    """``%fusion serve --page-size`` reaches the server's options: a bad one is refused before anything binds."""
+    run(ipython, "%load_ext fusion_nb")
+    shown = run(ipython, "%fusion serve --page-size 0")
+    assert "UsageError: %fusion serve: page_size must be a whole number of items (1 or more) or None, got 0" in shown
+    assert "Traceback" not in shown and "----" not in shown, shown
+    assert "not serving" in run(ipython, "%fusion status")
