@@ -112,6 +112,7 @@ SDK_NAMES = frozenset(
         "mcp:types",
         "mcp_types",
         "mcp_types.methods:is_input_required",
+        "mcp_types.methods:serialize_server_result",
         "mcp_types.version:HANDSHAKE_PROTOCOL_VERSIONS",
         "mcp_types.version:LATEST_MODERN_VERSION",
         "mcp_types.version:MODERN_PROTOCOL_VERSIONS",
@@ -152,6 +153,7 @@ SDK_NAMES = frozenset(
         "mcp_types:PARSE_ERROR",
         "mcp_types:PROTOCOL_VERSION_META_KEY",
         "mcp_types:PaginatedRequestParams",
+        "mcp_types:PaginatedResult",
         "mcp_types:Prompt",
         "mcp_types:PromptArgument",
         "mcp_types:PromptListChangedNotification",
@@ -182,6 +184,7 @@ SDK_NAMES = frozenset(
         "mcp_types:UNSUPPORTED_PROTOCOL_VERSION",
         "mcp_types:UnsubscribeRequestParams",
         "mcp_types:jsonrpc_message_adapter",
+        "mcp_types:methods",
     }
 )
 
