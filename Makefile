@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 LAB_STAMP := $(VENV)/.lab-stamp
 
-.PHONY: lab notebooks test test-fast check bench clean chromium nginx redis interop reliability
+.PHONY: lab notebooks test test-fast check bench clean chromium nginx redis interop conformance reliability
 
 # The venv, from a Python that requires-python accepts (3.11 or newer).
 $(PY):
@@ -67,10 +67,19 @@ $(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json
 	touch $(INTEROP_STAMP)
 interop: $(INTEROP_STAMP)
 
+# The official MCP conformance suite and a Node 22 for it (the npm package `node`, project-local:
+# the system's Node 20 stays), pinned in tests/conformance/package.json.
+CONFORMANCE_STAMP := tests/conformance/node_modules/.installed-stamp
+$(CONFORMANCE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: the conformance suite is installed with npm"; exit 1; }
+	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
+	touch $(CONFORMANCE_STAMP)
+conformance: $(CONFORMANCE_STAMP)
+
 # The notebooks are tests too (nbval, outputs compared after tests/notebooks_support/sanitize.cfg).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks_support/sanitize.cfg --nbval-cell-timeout=120
 
-test: $(STAMP) chromium nginx redis interop
+test: $(STAMP) chromium nginx redis interop conformance
 	$(PY) -m pytest $(NBVAL)
 
 # No kernel, no browser, no notebook: nbval is not even loaded.
