@@ -75,13 +75,14 @@ import contextvars
 import dataclasses
 import os
 import sys
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
 import pydantic
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..mcp.client_config import TOKEN_ENV
@@ -698,16 +699,20 @@ def _bridge_server(relay: _Relay) -> Any:
             return super().create_initialization_options(changes)
 
     info = upstream.info or types.Implementation(name="fusion-nb-connect", version="")
-    server = BridgeServer(
-        info.name,
-        version=info.version,
-        title=info.title,
-        instructions=upstream.instructions,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_subscriptions_listen=_TaskListen(ListenHandler(relay.bus), relay),
-        **_relayed_handlers(relay, offered),
-    )
+    with warnings.catch_warnings():
+        # Relaying an upstream's logging is the point; the SDK's deprecation warning (SEP-2577)
+        # would reach the host's stderr on every start, and nobody running the bridge can act on it.
+        warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+        server = BridgeServer(
+            info.name,
+            version=info.version,
+            title=info.title,
+            instructions=upstream.instructions,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_subscriptions_listen=_TaskListen(ListenHandler(relay.bus), relay),
+            **_relayed_handlers(relay, offered),
+        )
     if relay.modern_tasks():
         server.extensions[TASKS_EXTENSION] = {}  # declared to the host exactly when the upstream declares it
     # (the SDK's only default, its OpenTelemetry spans, off as in fusion_nb.mcp); params refused in one sentence

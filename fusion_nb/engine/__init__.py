@@ -57,7 +57,7 @@ from ._request import CallRequest
 from ._result import CallResult
 from ._schema import validation_sentence
 from ._signal import AbortSignal
-from ._streaming import ProgressEvent, Respond, progress, respond
+from ._streaming import LOG_LEVELS, LogEvent, ProgressEvent, Respond, progress, respond
 from ._task_records import SharedTasks, TaskRecord
 from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
 from ._tool import BoundTool, Tool
@@ -72,6 +72,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_ANSWER",
     "INVALID_INPUT",
+    "LOG_LEVELS",
     "SERVER_BUSY",
     "TIMEOUT",
     "UNKNOWN_TOOL",
@@ -103,6 +104,7 @@ __all__ = [
     "InputRequest",
     "InputResponse",
     "Interruptible",
+    "LogEvent",
     "MemoryTaskStore",
     "Middleware",
     "NoChannel",

@@ -24,7 +24,7 @@ from ._present import DEFAULT_LIMITS, AnswerLimits
 from ._request import CallRequest, bad_request
 from ._result import CallResult
 from ._runner import Runner, RunSettings, ToolPlan
-from ._streaming import ProgressEvent
+from ._streaming import LogEvent, ProgressEvent
 from ._threads import ThreadPool
 from ._tool import Tool
 
@@ -311,6 +311,7 @@ class App:
         resume: Mapping[str, Any] | None = None,
         response: Any = None,
         ended_by: Callable[[], str | None] | None = None,
+        on_log: Callable[[LogEvent], None] | None = None,
     ) -> CallRequest:
         """A call to make, built but not started: ``app.start(request)`` or ``await app.run(request)``.
 
@@ -319,7 +320,7 @@ class App:
         ``input_channel``). ``request_info`` is what ``context_factory`` reads.
         ``resume`` is a continuation from an earlier input-required result and
         ``response`` the client's answer to its request; ``ended_by`` says why the
-        caller went (see ``CallRequest``). A request that cannot be
+        caller went (see ``CallRequest``); ``on_log`` hears ``ctx.log`` lines. A request that cannot be
         built raises ``TypeError`` (a host's bug); a tool that does not exist, or
         arguments that do not fit it, are the call's own result when it runs.
         """
@@ -332,7 +333,9 @@ class App:
                 channel = ScriptedAnswers(answers)
             if response is not None and resume is None:
                 raise bad_request("request", f"call {name!r} got a response but no resume (its continuation).")
-        return _new_request(CallRequest, (name, args, on_progress, channel, request_info, resume, response, ended_by))
+        return _new_request(
+            CallRequest, (name, args, on_progress, channel, request_info, resume, response, ended_by, on_log)
+        )
 
     def start(
         self,
@@ -349,7 +352,7 @@ class App:
         """
         if not isinstance(request, CallRequest):  # a name (``_prepare`` refuses one that is not a string)
             channel = ScriptedAnswers(answers) if answers is not None else None
-            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None, None))
+            request = _new_request(CallRequest, (request, args, on_progress, channel, None, None, None, None, None))
         elif args is not None or on_progress is not None or answers is not None:
             raise bad_request("start", "a request comes alone; its options belong in the request.")
         prepared = self._prepare(request)

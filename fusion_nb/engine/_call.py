@@ -19,7 +19,7 @@ from ._errors import CANCELLED, TIMEOUT, ToolError, abort_error
 from ._interactive import InputRequest
 from ._result import CallResult
 from ._signal import AbortSignal
-from ._streaming import ProgressEvent
+from ._streaming import LogEvent, ProgressEvent
 
 if TYPE_CHECKING:
     from ._request import CallRequest
@@ -75,6 +75,7 @@ class Call:
         "_driver",
         "_ended_by",
         "_listeners",
+        "_on_log",
         "_on_progress",
         "_settled",
         "_signal",
@@ -82,6 +83,7 @@ class Call:
         "arguments",
         "body_stopped",
         "id",
+        "last_log",
         "progress",
         "request",
         "result",
@@ -109,11 +111,14 @@ class Call:
         self.arguments = call_request.arguments
         self._on_progress = call_request.on_progress  # (the request itself is not kept: calls are many)
         self._ended_by = call_request.ended_by
+        self._on_log = call_request.on_log
         self._signal: AbortSignal | None = None  # made on first use (see ``signal``)
         #: ``time.monotonic()`` when the call was made (views show elapsed time from it)
         self.started_at = time.monotonic()
         self.status = QUEUED if result is None else FAILED
         self.progress: ProgressEvent | None = None
+        #: the handler's latest ``ctx.log`` line (views show it)
+        self.last_log: LogEvent | None = None
         self.result: CallResult | None = result
         #: the input request being answered right now (views render it)
         self.request: InputRequest | None = None
@@ -194,6 +199,20 @@ class Call:
                 on_progress(event)
             except Exception:
                 log.exception("fusion-nb: the progress listener of call %s (tool %s) failed", self.id, self.tool_name)
+        if self._listeners:
+            self._notify()
+
+    def log(self, event: LogEvent) -> None:
+        """Forward a ``ctx.log`` line of the live call to its request's ``on_log`` and its watchers."""
+        if self.result is not None:
+            return
+        self.last_log = event
+        on_log = self._on_log
+        if on_log is not None:
+            try:
+                on_log(event)
+            except Exception:
+                log.exception("fusion-nb: the log listener of call %s (tool %s) failed", self.id, self.tool_name)
         if self._listeners:
             self._notify()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._signal import AbortSignal
+from ._streaming import LOG_LEVELS, LogEvent
 
 if TYPE_CHECKING:
     from ._app import App
@@ -52,6 +53,17 @@ class Context:
         if state is None:
             state = self._state = {}
         return state
+
+    def log(self, level: str, message: str, **data: Any) -> None:
+        """Log a line for the call's client (MCP ``notifications/message``) and the notebook's view.
+
+        ``level`` is one of MCP's (``debug`` ... ``emergency``); ``data`` travels as structured
+        fields next to the message. The engine only records it: the transport decides who hears
+        it (the client's chosen level filters it).
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"ctx.log: level must be one of {', '.join(LOG_LEVELS)}, not {level!r}.")
+        self._call.log(LogEvent(level, str(message), data or None))
 
     def __repr__(self) -> str:
         return f"<Context {self.tool.name} call={self.call_id}>"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ._channel import InputChannel
-from ._streaming import ProgressEvent
+from ._streaming import LogEvent, ProgressEvent
 
 
 class CallRequest(NamedTuple):
@@ -25,7 +25,7 @@ class CallRequest(NamedTuple):
     from an earlier input-required result and ``response`` the client's answer to it.
     ``ended_by`` is asked why when the caller's cancellation aborts the call (a
     transport knows: its client disconnected, or cancelled); its answer ends the
-    result's sentence.
+    result's sentence. ``on_log`` hears the handler's ``ctx.log`` lines.
     """
 
     tool: str
@@ -36,6 +36,7 @@ class CallRequest(NamedTuple):
     resume: Mapping[str, Any] | None = None
     response: Any = None
     ended_by: Callable[[], str | None] | None = None
+    on_log: Callable[[LogEvent], None] | None = None
 
     def __repr__(self) -> str:
         return f"<CallRequest {self.tool!r}>"

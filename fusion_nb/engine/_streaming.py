@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+#: MCP's log levels (RFC 5424), least severe first
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,6 +16,15 @@ class ProgressEvent:
 
     percent: float
     message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One ``ctx.log(level, message, **data)`` line of a call: a ``LOG_LEVELS`` level, the text, any data."""
+
+    level: str
+    message: str
+    data: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

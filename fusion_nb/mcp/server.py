@@ -34,6 +34,7 @@ from .elicitation import (
 )
 from .ending import serving
 from .limits import OncePerInterval
+from .log_messages import LogLevels, LogPump
 from .options import PAGE_SIZE, TASK_PAGE_SIZE, ServerOptions, with_options
 from .pages import Cursors, ListPages, PageMiddleware
 from .params_errors import ParamsInOneSentence
@@ -164,6 +165,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         return tool.input_schema if tool is not None else None
 
     build_request, run, get_tool = app.request, app.run, app.get
+    log_levels = LogLevels()  # what each 2025 connection chose with logging/setLevel
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         calling = calling_client.set(client_label(ctx))  # read as the call starts (the notebook's panel)
@@ -184,38 +186,40 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
         exchange = serving.get()  # why our transport may end it early (the SDK's own transports: no reason)
         ended_by = exchange.ended_because if exchange is not None else None
-        if not wants_progress(ctx, modern):
-            result = await run(
-                build_request(
-                    params.name,
-                    params.arguments,
-                    request_info=info,
-                    channel=channel,
-                    resume=resume,
-                    response=response,
-                    ended_by=ended_by,
-                )
-            )
-        else:
+        least = log_levels.least(ctx, modern)
+        pump = logs = None
+        if wants_progress(ctx, modern):
             heartbeat = task_wire.heartbeat if tool is not None and tool.task is not None else None
             pump = ProgressPump(ctx.session.report_progress, progress_interval, heartbeat)
-            async with anyio.create_task_group() as group:
-                group.start_soon(pump.run)
-                try:
-                    result = await run(
-                        build_request(
-                            params.name,
-                            params.arguments,
-                            on_progress=pump.offer,
-                            request_info=info,
-                            channel=channel,
-                            resume=resume,
-                            response=response,
-                            ended_by=ended_by,
-                        )
-                    )
-                finally:
-                    pump.close()  # normal end: the last value goes out before the result
+        if least is not None:
+            logs = LogPump(ctx, least, params.name)
+        request = build_request(
+            params.name,
+            params.arguments,
+            on_progress=pump.offer if pump is not None else None,
+            request_info=info,
+            channel=channel,
+            resume=resume,
+            response=response,
+            ended_by=ended_by,
+            on_log=logs.offer if logs is not None else None,
+        )
+        try:
+            if pump is None:
+                result = await run(request)
+            else:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(pump.run)
+                    try:
+                        result = await run(request)
+                    finally:
+                        pump.close()  # normal end: the last value goes out before the result
+        except BaseException:
+            if logs is not None:
+                logs.abandon()
+            raise
+        if logs is not None:
+            await logs.finish()  # every line before the result
         if result.input_required is not None:
             return input_required(result.input_required)  # sealed on its way out by the boundary
         return result_to_wire(
@@ -245,6 +249,7 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     # 2026 listen streams: the SDK's list-changed filter, plus task status for the client's own taskIds
     server.task_listen = TaskListenHandler(notifier.listen_handler, task_wire.tasks)
     server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, server.task_listen)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, log_levels.set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
 
     _listen_weakly(app, server, tool_pages.invalidate, notifier.changed)

@@ -37,8 +37,6 @@ _TASKS = "tasks follow the draft at experimental-ext-tasks@07bf500, the suite re
 
 #: every failing check, as "<requirement set> <scenario>:<check id>", with the gap it names
 GAPS: dict[str, str] = {
-    "2025-11-25 logging-set-level:logging-set-level": "no logging capability (logging/setLevel -32601)",
-    "2025-11-25 tools-call-with-logging:tools-call-with-logging": "a tool cannot send notifications/message",
     "2025-11-25 completion-complete:completion-complete": _COMPLETION,
     "2025-11-25 tools-call-sampling:tools-call-sampling": _SAMPLING + " (2025 sampling/createMessage)",
     **{
