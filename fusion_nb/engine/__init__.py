@@ -11,7 +11,7 @@ from ._backends import Backend, Cancellable, Event, Interruptible, ReadWatch, cu
 from ._background import spawn
 from ._builder import BuilderFactory, ToolBuilder
 from ._call import Call, CallStatus
-from ._catalog import Catalog, CatalogChange, Prompt, Resource
+from ._catalog import MAX_COMPLETIONS, Catalog, CatalogChange, Completer, Prompt, Resource, complete
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
 from ._content import Audio, EmbeddedResource, Image, ResourceLink
 from ._context import Context
@@ -73,6 +73,7 @@ __all__ = [
     "INVALID_ANSWER",
     "INVALID_INPUT",
     "LOG_LEVELS",
+    "MAX_COMPLETIONS",
     "SERVER_BUSY",
     "TIMEOUT",
     "UNKNOWN_TOOL",
@@ -92,6 +93,7 @@ __all__ = [
     "Cancellable",
     "Catalog",
     "CatalogChange",
+    "Completer",
     "Context",
     "DeferToClient",
     "EmbeddedResource",
@@ -129,6 +131,7 @@ __all__ = [
     "ToolError",
     "answer_limits",
     "ask",
+    "complete",
     "current_backend",
     "did_you_mean",
     "enable_job_tools",

@@ -15,7 +15,16 @@ from typing import Any
 from ._background import Workers
 from ._builder import BuilderFactory
 from ._call import Call
-from ._catalog import Catalog, Prompt, Resource, placeholders, prompt_arguments, template_pattern
+from ._catalog import (
+    Catalog,
+    Completer,
+    Prompt,
+    Resource,
+    choices_of,
+    placeholders,
+    prompt_arguments,
+    template_pattern,
+)
 from ._channel import InputChannel, NoChannel, ScriptedAnswers
 from ._errors import ToolError, internal_error, new_error_id, unknown_tool
 from ._interactive import InputRequest
@@ -233,18 +242,23 @@ class App:
         name: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        complete: Completer | None = None,
     ) -> Any:
         """Offer a resource at ``uri``: ``app.resource(uri, value)``, or ``@app.resource(uri)`` over a function.
 
         The function is called on every read (sync or async) and its answer presented like a
         tool's (a DataFrame, a figure...). A ``uri`` with ``{placeholders}`` is a template:
         the function gets each placeholder as a keyword argument (one path segment each).
+        A placeholder annotated ``Literal[...]`` or with an ``Enum`` completes by itself
+        (MCP ``completion/complete``); ``complete(argument, value, context)`` suggests any.
         """
 
         def register(read: Callable[..., Any]) -> Callable[..., Any]:
             doc = description if description is not None else (read.__doc__ or "").strip() or None
             shown = name or getattr(read, "__name__", None) or uri
-            self.catalog.add_resource(Resource(uri, read, shown, doc, mime_type, template_pattern(uri)))
+            pattern = template_pattern(uri)
+            choices = choices_of(read) if pattern is not None else {}
+            self.catalog.add_resource(Resource(uri, read, shown, doc, mime_type, pattern, complete, choices))
             return read
 
         if value is _NOTHING:
@@ -252,12 +266,22 @@ class App:
         self.catalog.add_resource(Resource(uri, lambda: value, name or uri, description, mime_type, None))
         return value
 
-    def prompt(self, name: str, template: str | None = None, *, description: str | None = None) -> Any:
+    def prompt(
+        self,
+        name: str,
+        template: str | None = None,
+        *,
+        description: str | None = None,
+        complete: Completer | None = None,
+    ) -> Any:
         """Offer a prompt: ``app.prompt(name, "Explain {topic}")`` or ``@app.prompt(name)`` over a function.
 
         A template's ``{placeholders}`` are its (required) arguments; a function's parameters
         are (required unless they have a default), and it returns the text or a list of
-        ``{"role", "content"}`` messages (a content: text, or anything a tool may return: an ``Image``...).
+        ``{"role", "content"}`` messages (a content: text, or anything a tool may return: an
+        ``Image``...). An argument annotated ``Literal[...]`` or with an
+        ``Enum`` completes by itself (MCP ``completion/complete``); ``complete(argument, value,
+        context)`` (sync or async, returning strings) suggests values for any argument.
         """
         if template is not None:
             if not isinstance(template, str):
@@ -268,12 +292,14 @@ class App:
                 )
             text = template
             arguments = tuple((argument, True) for argument in placeholders(text))
-            self.catalog.add_prompt(Prompt(name, lambda **values: text.format(**values), description, arguments))
+            self.catalog.add_prompt(
+                Prompt(name, lambda **values: text.format(**values), description, arguments, complete)
+            )
             return None
 
         def register(render: Callable[..., Any]) -> Callable[..., Any]:
             doc = description if description is not None else (render.__doc__ or "").strip() or None
-            self.catalog.add_prompt(Prompt(name, render, doc, prompt_arguments(render)))
+            self.catalog.add_prompt(Prompt(name, render, doc, prompt_arguments(render), complete, choices_of(render)))
             return render
 
         return register

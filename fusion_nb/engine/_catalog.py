@@ -8,12 +8,20 @@ updated), so servers can tell their clients.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import re
 import string
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: ``complete(argument, value, context)``: suggestions for ``argument`` starting from ``value``
+#: (``context`` holds the arguments already filled); sync or async, any iterable of strings
+Completer = Callable[[str, str, Mapping[str, str]], Any]
+#: the most values one completion answers with (MCP's limit); ``total`` says how many there were
+MAX_COMPLETIONS = 100
 
 #: a change: ``("resources" | "prompts", None)`` for the list, ``("resource", uri)`` for one value
 CatalogChange = tuple[str, str | None]
@@ -33,6 +41,10 @@ class Resource:
     description: str | None = None
     mime_type: str | None = None
     pattern: re.Pattern[str] | None = field(default=None, compare=False)
+    #: suggests a template placeholder's values (``None``: only its enum or Literal values)
+    complete: Completer | None = field(default=None, compare=False)
+    #: each placeholder's fixed choices, read from the function's Literal or Enum annotations
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     @property
     def is_template(self) -> bool:
@@ -56,6 +68,44 @@ class Prompt:
     description: str | None = None
     #: (argument name, required)
     arguments: tuple[tuple[str, bool], ...] = ()
+    #: suggests an argument's values (``None``: only its enum or Literal values)
+    complete: Completer | None = field(default=None, compare=False)
+    #: each argument's fixed choices, read from the function's Literal or Enum annotations
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+
+def choices_of(function: Callable[..., Any]) -> dict[str, tuple[str, ...]]:
+    """The parameters annotated ``Literal[...]`` or with an ``Enum`` class, and their values as strings."""
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # an annotation that does not resolve offers no choices; the function still works
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for name, hint in hints.items():
+        if typing.get_origin(hint) is typing.Literal:
+            found[name] = tuple(str(value) for value in typing.get_args(hint))
+        elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+            found[name] = tuple(str(member.value) for member in hint)
+    found.pop("return", None)
+    return found
+
+
+async def complete(
+    entry: Prompt | Resource, argument: str, value: str, context: Mapping[str, str]
+) -> tuple[list[str], int]:
+    """Suggestions for ``argument`` of a prompt or template (at most ``MAX_COMPLETIONS``), and how many there were.
+
+    The entry's own ``complete`` function decides when it has one; otherwise an argument with
+    fixed choices completes by itself (those starting with ``value``); any other gets none.
+    """
+    if entry.complete is not None:
+        found = entry.complete(argument, value, context)
+        if inspect.isawaitable(found):
+            found = await found
+        values = [str(item) for item in (found or ())] if not isinstance(found, str) else [found]
+    else:
+        values = [choice for choice in entry.choices.get(argument, ()) if choice.startswith(value)]
+    return values[:MAX_COMPLETIONS], len(values)
 
 
 def template_pattern(uri: str) -> re.Pattern[str] | None:

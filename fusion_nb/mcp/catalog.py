@@ -42,6 +42,7 @@ from ..engine import (
     Prompt,
     Resource,
     ToolError,
+    complete,
     image_type,
     present,
     spawn,
@@ -153,6 +154,36 @@ def serve_catalog(
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts are: {known}.")
         return await render_prompt(prompt, dict(params.arguments or {}), app.answer_limits, ctx, params, app.max_rounds)
 
+    async def complete_argument(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        ref = params.ref
+        entry: Prompt | Resource | None
+        if isinstance(ref, types.PromptReference):
+            entry = catalog.prompt(ref.name)
+            if entry is None:
+                known = ", ".join(repr(p.name) for p in catalog.prompts) or "none"
+                raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {ref.name!r}; the prompts are: {known}.")
+        else:
+            entry = next((r for r in catalog.templates if r.uri == ref.uri), None)
+            if entry is None:
+                known = ", ".join(repr(r.uri) for r in catalog.templates) or "none"
+                raise MCPError(
+                    types.INVALID_PARAMS, f"Unknown resource template {ref.uri!r}; the templates are: {known}."
+                )
+        filled = dict(params.context.arguments or {}) if params.context is not None else {}
+        try:
+            values, total = await complete(entry, params.argument.name, params.argument.value, filled)
+        except Exception as exc:
+            log.exception(
+                "fusion-nb: completing %r of %r failed", params.argument.name, getattr(ref, "name", None) or ref
+            )
+            raise MCPError(
+                types.INTERNAL_ERROR, f"Completing argument {params.argument.name!r} failed with {type(exc).__name__}."
+            ) from None
+        return types.CompleteResult(
+            completion=types.Completion(values=values, total=total, has_more=total > len(values))
+        )
+
+    server.add_request_handler("completion/complete", types.CompleteRequestParams, complete_argument)
     server.add_request_handler("resources/list", types.PaginatedRequestParams, resource_pages.handler)
     server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, template_pages.handler)
     server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)

@@ -187,7 +187,11 @@ app.resource("test://watched-resource", "Watched resource content", mime_type="t
 app.resource("test://stateless-static-text", "Stateless static text resource.", mime_type="text/plain")
 
 
-@app.resource("test://template/{id}/data", mime_type="application/json")
+@app.resource(
+    "test://template/{id}/data",
+    mime_type="application/json",
+    complete=lambda argument, value, context: [id for id in ("1", "2", "42") if id.startswith(value)],
+)
 def template_data(id: str) -> Any:
     """A resource template with parameter substitution."""
     return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
@@ -197,7 +201,12 @@ def template_data(id: str) -> Any:
 app.prompt("test_simple_prompt", "This is a simple prompt for testing.", description="A prompt without arguments")
 
 
-@app.prompt("test_prompt_with_arguments")
+def suggest(argument: str, value: str, context: Any) -> list[str]:
+    """Completion for the prompt's arguments: a few words starting with what was typed."""
+    return [word for word in ("paris", "parrot", "python") if word.startswith(value)]
+
+
+@app.prompt("test_prompt_with_arguments", complete=suggest)
 def prompt_with_arguments(arg1: str, arg2: str) -> Any:
     """A prompt with required arguments."""
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"

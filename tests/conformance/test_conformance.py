@@ -28,7 +28,6 @@ REPO = HERE.parent.parent
 BIN = HERE / "node_modules" / ".bin"
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
 
-_COMPLETION = "no completion/complete (-32601)"
 _ENUMS = "ask has untitled single-select enums only (SEP-1330 titled, legacy enumNames, multi-select missing)"
 _PROMPT_BLOCKS = "prompt messages are text only: a content block is sent as its repr"
 _SAMPLING = "no sampling input requests"
@@ -37,7 +36,6 @@ _TASKS = "tasks follow the draft at experimental-ext-tasks@07bf500, the suite re
 
 #: every failing check, as "<requirement set> <scenario>:<check id>", with the gap it names
 GAPS: dict[str, str] = {
-    "2025-11-25 completion-complete:completion-complete": _COMPLETION,
     "2025-11-25 tools-call-sampling:tools-call-sampling": _SAMPLING + " (2025 sampling/createMessage)",
     **{
         f"2025-11-25 elicitation-sep1330-enums:elicitation-sep1330-{kind}": _ENUMS
@@ -46,7 +44,6 @@ GAPS: dict[str, str] = {
     "2025-11-25 prompts-get-embedded-resource:prompts-get-embedded-resource": _PROMPT_BLOCKS,
     "2025-11-25 prompts-get-with-image:prompts-get-with-image": _PROMPT_BLOCKS,
     "2025-11-25 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
-    "2026-07-28 completion-complete:completion-complete": _COMPLETION,
     "2026-07-28 prompts-get-embedded-resource:prompts-get-embedded-resource": _PROMPT_BLOCKS,
     "2026-07-28 prompts-get-with-image:prompts-get-with-image": _PROMPT_BLOCKS,
     "2026-07-28 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
