@@ -125,12 +125,10 @@ def timing(percent: float, elapsed: float, live: bool) -> str:
 
 
 def message_of(call: Call) -> str:
-    """The call's current line: the pending question, else the last progress message."""
+    """The call's current line: the pending question, else its newest progress message or log line."""
     if call.status == "waiting" and call.request is not None:
         return call.request.message
-    if call.progress is not None and call.progress.message:
-        return call.progress.message
-    return ""
+    return call.line or ""
 
 
 def status_text(call: Call, elapsed: float) -> str:

@@ -58,6 +58,9 @@ class Driver(Protocol):
 #: ``Call.signal``: one signal per call, also when a worker thread and the loop ask at once
 _SIGNAL_LOCK = threading.Lock()
 
+#: log levels a view shows without naming them (from ``warning`` up, the line starts with its level)
+_PLAIN_LEVELS = frozenset(("debug", "info", "notice"))
+
 _NO_LISTENERS: tuple[Callable[[Call], None], ...] = ()
 
 
@@ -84,6 +87,7 @@ class Call:
         "body_stopped",
         "id",
         "last_log",
+        "line",
         "progress",
         "request",
         "result",
@@ -119,6 +123,8 @@ class Call:
         self.progress: ProgressEvent | None = None
         #: the handler's latest ``ctx.log`` line (views show it)
         self.last_log: LogEvent | None = None
+        #: the line views show: the newest progress event's message, or a ``ctx.log`` line if that came last
+        self.line: str | None = None
         self.result: CallResult | None = result
         #: the input request being answered right now (views render it)
         self.request: InputRequest | None = None
@@ -193,6 +199,7 @@ class Call:
         if self.result is not None or percent != percent or (last is not None and percent < last.percent):
             return
         self.progress = event
+        self.line = event.message
         on_progress = self._on_progress
         if on_progress is not None:
             try:
@@ -207,6 +214,7 @@ class Call:
         if self.result is not None:
             return
         self.last_log = event
+        self.line = event.message if event.level in _PLAIN_LEVELS else f"{event.level}: {event.message}"
         on_log = self._on_log
         if on_log is not None:
             try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ._signal import AbortSignal
 from ._streaming import LOG_LEVELS, LogEvent
+from ._threads import on_loop
 
 if TYPE_CHECKING:
     from ._app import App
@@ -63,7 +65,12 @@ class Context:
         """
         if level not in LOG_LEVELS:
             raise ValueError(f"ctx.log: level must be one of {', '.join(LOG_LEVELS)}, not {level!r}.")
-        self._call.log(LogEvent(level, str(message), data or None))
+        event = LogEvent(level, str(message), data or None)
+        schedule = on_loop.get()
+        if schedule is None:
+            self._call.log(event)
+        else:  # a sync body in its worker thread: recorded on the call's loop, in order, before its result
+            schedule(functools.partial(self._call.log, event))
 
     def __repr__(self) -> str:
         return f"<Context {self.tool.name} call={self.call_id}>"

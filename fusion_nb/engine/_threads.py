@@ -139,6 +139,12 @@ if hasattr(os, "register_at_fork"):  # a forked worker process starts with no id
     os.register_at_fork(after_in_child=WORKERS.forget_workers)
 
 
+#: inside a sync body's worker thread: how to run a callback on its call's loop (``None`` on the loop)
+on_loop: contextvars.ContextVar[Callable[[Callable[[], None]], object] | None] = contextvars.ContextVar(
+    "fusion_nb_on_loop", default=None
+)
+
+
 async def run_in_worker(func: Callable[[], T]) -> T:
     """Run ``func()`` on ``WORKERS`` in the caller's context; wait for it even when cancelled.
 
@@ -149,6 +155,7 @@ async def run_in_worker(func: Callable[[], T]) -> T:
     outcome: _Outcome[T] = _Outcome()
     schedule = current_backend().loop_scheduler()
     context = contextvars.copy_context()
+    context.run(on_loop.set, schedule)  # (``ctx.log`` from the body records its line on the loop)
 
     def job() -> None:
         try:

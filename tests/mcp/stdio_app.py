@@ -15,6 +15,13 @@ from fusion_nb import progress
 app, probe = make_app("mcp-stdio-test")
 
 
+@app.f.action("chatty").describe("Log a line at info and one at error.").handle
+async def chatty(input, ctx):
+    ctx.log("info", "step", n=1)
+    ctx.log("error", "bad row")
+    return "done"
+
+
 @app.f.action("linger").describe("Report progress, then wait until cancelled; cleanup leaves a mark.").handle
 async def linger(input, ctx):
     yield progress(1, "entered")

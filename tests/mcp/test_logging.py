@@ -9,6 +9,7 @@ era (asyncio and trio) and over HTTP on both eras; the engine's own record is te
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -44,6 +45,11 @@ def chatty_app() -> Fusion:
         except ValueError as refused:
             return str(refused)
         return "accepted"
+
+    @app.f.action("threaded").describe("A sync handler (run in a worker thread) that logs.").handle
+    def threaded(input: Any, ctx: Any) -> Any:
+        ctx.log("warning", "from a thread", thread=threading.current_thread() is not threading.main_thread())
+        return "done"
 
     return app
 
@@ -109,6 +115,13 @@ async def test_a_2026_request_without_a_log_level_gets_no_lines(era: str) -> Non
     async with client_for(mcp_server(chatty_app()), era, logging_callback=heard) as client:
         assert result_text(await client.call_tool("chatty", {})) == "done"
     assert heard.lines == []
+
+
+async def test_a_sync_handler_logs_from_its_worker_thread() -> None:
+    heard = Heard()
+    async with client_for(mcp_server(chatty_app()), "2025-memory", logging_callback=heard) as client:
+        assert result_text(await client.call_tool("threaded", {})) == "done"
+    assert heard.lines == [("warning", {"message": "from a thread", "thread": True}, "threaded")]
 
 
 async def test_each_2025_connection_keeps_its_own_level() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import subprocess
+import warnings
 from pathlib import Path
 
 import anyio
@@ -54,6 +55,21 @@ async def test_list_call_progress_and_errors(era, stdio_client):
     assert seen and seen[-1] == 100 and all(a < b for a, b in itertools.pairwise(seen))
     assert failed.is_error and failed.content[0].text.startswith("[QUOTA_EXCEEDED] The daily quota is used up.")
     assert invalid.is_error and invalid.content[0].text.startswith("[INVALID_INPUT]")
+
+
+async def test_log_lines_reach_the_client_at_its_level(era, stdio_client):
+    heard: list[tuple[str, object]] = []
+
+    async def on_log(params):
+        heard.append((params.level, params.data))
+
+    with warnings.catch_warnings():  # the SDK marks logging deprecated (SEP-2577); warnings are errors here
+        warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+        async with stdio_client(era, logging_callback=on_log, log_level="error") as client:
+            if era == "2025-stdio":
+                await client.set_logging_level("error")
+            assert (await client.call_tool("chatty", {})).content[0].text == "done"
+    assert heard == [("error", "bad row")]
 
 
 async def test_cancelling_the_call_runs_the_handlers_cleanup(era, stdio_client):

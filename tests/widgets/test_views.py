@@ -18,7 +18,7 @@ from fusion_nb.widgets import (
     text_progress,
     views_for,
 )
-from fusion_nb.widgets.status import LOOKS
+from fusion_nb.widgets.status import LOOKS, message_of
 from widget_helpers import count_sends, until
 
 from fusion_nb import ToolError, ask, input_response, progress, read_input, require_input, respond
@@ -317,6 +317,30 @@ async def test_a_progress_flood_is_coalesced_and_the_final_state_is_exact(app):
     assert bar_sends[-1]["state"] == {"value": 100.0, "bar_style": "success"}
     assert "flooded" not in view.status_line.value
     assert "done" in view.status_line.value and "step 4999" in view.status_line.value
+
+
+async def test_the_row_shows_the_newest_log_line_or_progress_message(app):
+    logged, go_on = anyio.Event(), anyio.Event()
+
+    @app.f.action("chatty").handle
+    async def chatty(input, ctx):
+        yield progress(10, "loading")
+        ctx.log("info", "read 3 files", files=3)
+        logged.set()
+        await go_on.wait()
+        ctx.log("warning", "row 7 skipped")
+        yield respond("ok")
+
+    call = app.start("chatty")
+    view = CallView(call, interval=3600)
+    await logged.wait()
+    try:
+        assert message_of(call) == "read 3 files"  # the log line came after the progress message
+        assert call.last_log.data == {"files": 3}
+    finally:
+        go_on.set()
+    assert (await call.wait()).value == "ok"
+    assert "done" in view.status_line.value and "warning: row 7 skipped" in view.status_line.value
 
 
 async def test_final_state_of_a_failure_is_exact(app):
