@@ -278,10 +278,11 @@ class App:
 
         A template's ``{placeholders}`` are its (required) arguments; a function's parameters
         are (required unless they have a default), and it returns the text or a list of
-        ``{"role", "content"}`` messages (a content: text, or anything a tool may return: an
-        ``Image``...). An argument annotated ``Literal[...]`` or with an
-        ``Enum`` completes by itself (MCP ``completion/complete``); ``complete(argument, value,
-        context)`` (sync or async, returning strings) suggests values for any argument.
+        ``{"role", "content"}`` messages (a content: text, anything a tool may return, an ``Image``...,
+        or a content block written as MCP's dict, ``{"type": "image", "data": ..., "mimeType": ...}``).
+        An argument annotated ``Literal[...]`` or with an ``Enum`` completes by itself (MCP
+        ``completion/complete``); ``complete(argument, value, context)`` (sync or async,
+        returning strings) suggests values for any argument.
         """
         if template is not None:
             if not isinstance(template, str):

@@ -32,6 +32,7 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from ..engine import (
     DEFAULT_LIMITS,
@@ -556,5 +557,32 @@ def prompt_messages(name: str, rendered: Any, limits: AnswerLimits) -> list[dict
                 types.INTERNAL_ERROR,
                 f"Prompt {name!r} rendered a message without a 'user' or 'assistant' role and a content.",
             )
-        messages.extend({"role": role, "content": block} for block in present(content, limits)[0])
+        if isinstance(content, dict) and content.get("type") in CONTENT_BLOCKS:  # a block written as MCP's dict
+            messages.append({"role": role, "content": checked_block(name, len(messages) + 1, content)})
+        else:
+            messages.extend({"role": role, "content": block} for block in present(content, limits)[0])
     return messages
+
+
+#: the content blocks a prompt message may hold written as MCP's dicts (``{"type": "image", ...}``), by type
+CONTENT_BLOCKS: dict[str, type[Any]] = {
+    "text": types.TextContent,
+    "image": types.ImageContent,
+    "audio": types.AudioContent,
+    "resource": types.EmbeddedResource,
+    "resource_link": types.ResourceLink,
+}
+
+
+def checked_block(name: str, number: int, content: dict[str, Any]) -> Any:
+    """A content block dict checked against its type; one that does not fit is one sentence naming it."""
+    try:
+        return CONTENT_BLOCKS[content["type"]].model_validate(content)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "content"
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            f"Prompt {name!r} returned a message MCP cannot carry "
+            f"(message {number}, {content['type']} block, {where}: {problem['msg']}).",
+        ) from None

@@ -29,7 +29,6 @@ BIN = HERE / "node_modules" / ".bin"
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
 
 _ENUMS = "ask has untitled single-select enums only (SEP-1330 titled, legacy enumNames, multi-select missing)"
-_PROMPT_BLOCKS = "prompt messages are text only: a content block is sent as its repr"
 _SAMPLING = "no sampling input requests"
 _REQUIRED_CAPABILITY = "2026: a missing client capability is an isError result, not -32021 with requiredCapabilities"
 _TASKS = "tasks follow the draft at experimental-ext-tasks@07bf500, the suite reads SEP-2663 as it is now"
@@ -41,11 +40,7 @@ GAPS: dict[str, str] = {
         f"2025-11-25 elicitation-sep1330-enums:elicitation-sep1330-{kind}": _ENUMS
         for kind in ("titled-single", "legacy-enumnames", "untitled-multi", "titled-multi")
     },
-    "2025-11-25 prompts-get-embedded-resource:prompts-get-embedded-resource": _PROMPT_BLOCKS,
-    "2025-11-25 prompts-get-with-image:prompts-get-with-image": _PROMPT_BLOCKS,
     "2025-11-25 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
-    "2026-07-28 prompts-get-embedded-resource:prompts-get-embedded-resource": _PROMPT_BLOCKS,
-    "2026-07-28 prompts-get-with-image:prompts-get-with-image": _PROMPT_BLOCKS,
     "2026-07-28 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
     "2026-07-28 server-stateless:sep-2575-server-rejects-undeclared-capability": _REQUIRED_CAPABILITY,
     "2026-07-28 server-stateless:sep-2575-missing-capability-http-400": _REQUIRED_CAPABILITY,
