@@ -1,6 +1,7 @@
 """Suite-wide fixtures and deadlines.
 
-Every test runs on asyncio and trio unless its directory narrows ``anyio_backend``.
+Every async test runs on asyncio and trio, unless marked ``asyncio_only`` (a library it drives runs on
+asyncio only: uvicorn, jupyter_client, distributed, redis): then on asyncio, and its ids name no backend.
 
 Deadlines: pytest-timeout fails a test after 120 s (``timeout`` in pyproject). Tests that start
 a kernel or a browser get 600 s; nbval cells start a kernel too, so they are marked ``kernel``
@@ -39,9 +40,27 @@ settings.register_profile(
 settings.load_profile("fusion-nb")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+#: the loops an async test runs on, unless it is marked ``asyncio_only``
+BACKENDS = ["asyncio", "trio"]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio: the loop of a test marked ``asyncio_only`` (module scope, for module-scoped async fixtures)."""
+    return "asyncio"
+
+
+@pytest.hookimpl(tryfirst=True)  # the backend first in a test's id, as when it was a fixture's params
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every async test on asyncio and trio, except one marked ``asyncio_only`` (it keeps the fixture above)
+    or one that parametrizes ``anyio_backend`` itself."""
+    if "anyio_backend" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("asyncio_only"):
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        if "anyio_backend" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return
+    metafunc.parametrize("anyio_backend", BACKENDS)
 
 
 @pytest.fixture

@@ -10,14 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent))
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request):
-    return request.param
 
 
 # the notebooks under data/ are inputs of `fusion-nb`, not teaching notebooks for nbval to run

@@ -9,12 +9,7 @@ import pytest
 from PIL import Image
 from served import DATA, run_cli, served
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def test_check_lists_the_tools_resources_and_prompts():

@@ -15,12 +15,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from served import DATA, REPO, cli_env, run_cli
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # twelve server starts; the client side is covered on trio elsewhere
+# twelve server starts; the client side is covered on trio elsewhere
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 # 07 serves notebook 01 from a subprocess and defines no tools of its own

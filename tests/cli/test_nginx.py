@@ -18,12 +18,7 @@ from mcp import types
 from nginx import behind_nginx
 from served import served
 
-pytestmark = pytest.mark.anyio  # nginx: Debian package, installed by make test and .ci/run
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # nginx topologies are slow to start; the client side is covered on trio elsewhere
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # nginx: Debian package, installed by make test and .ci/run
 
 
 TOKEN = "nginx-test-token-0123456789abcdef"

@@ -32,12 +32,8 @@ from nginx import behind_nginx
 from redis_server import free_port
 from served import REPO, Served, cli_env, run_cli, served
 
-pytestmark = pytest.mark.anyio  # redis-server and nginx: Debian packages, installed by make test and .ci/run
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # the subject is the servers: the client side is covered on trio elsewhere
+# redis-server and nginx: Debian packages, installed by make test and .ci/run
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 TOKEN = "redis-tasks-test-token-0123456789abcdef"

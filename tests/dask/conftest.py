@@ -24,11 +24,6 @@ from fusion_nb import Fusion
 KINDS = ["processes", "threads"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def scheduler_task_count(dask_scheduler: Any) -> int:
     """Run on the scheduler (``Client.run_on_scheduler``): how many tasks it still knows."""
     return len(dask_scheduler.tasks)

@@ -15,7 +15,7 @@ from dask_work import sleeps
 from fusion_nb import Fusion, respond
 from fusion_nb import dask as fnb_dask
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 @pytest.fixture

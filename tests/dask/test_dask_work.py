@@ -23,7 +23,7 @@ from fusion_nb import Call, Fusion, ProgressEvent, respond
 from fusion_nb import dask as fnb_dask
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def on_dask_tool(

@@ -14,15 +14,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "04-interactive-input.ipynb"
 REFUND_CALL = 'await billing_refund(id="inv-7")'
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # jupyter_client's async API is asyncio-only
 
 
 def code_cells() -> list[str]:

@@ -13,14 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusion_nb.engine import INVALID_INPUT
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 NAN, INF = float("nan"), float("inf")
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 @pytest.fixture

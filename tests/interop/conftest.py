@@ -45,8 +45,3 @@ def pinned() -> dict[str, str]:
 def stdio_command() -> StdioCommand:
     """The stdio server under test, started the one way the MCP tests start it."""
     return _stdio_command()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # uvicorn, and the kernel harness

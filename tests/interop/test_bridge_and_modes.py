@@ -24,7 +24,7 @@ from node_clients import HERE, server_env
 from stdio_serving import REPO, StdioCommand
 from test_interop import run_node
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 UNSUPPORTED = "[ELICITATION_UNSUPPORTED] "
 

@@ -19,7 +19,7 @@ from node_clients import HERE, server_env
 
 from fusion_nb.mcp.http import INSPECTOR_VERSION
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 ERAS = {"v1": "2025-11-25", "v2": "2026-07-28"}
 

@@ -38,7 +38,7 @@ from node_clients import HERE
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 SERVICE_TOKEN = "hub-service-token-0123456789abcdef"
 CONFIG = """

@@ -35,7 +35,7 @@ from test_interop import run_node
 sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))  # fusion-nb serve as a subprocess
 from served import served
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 ACCEPT = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 INIT = {

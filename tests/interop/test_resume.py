@@ -22,7 +22,7 @@ from test_interop import run_node
 
 from fusion_nb import Fusion, progress, respond
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 STEPS = 10
 CUT_AFTER = 3  # progress events through the proxy before it cuts the call's connection

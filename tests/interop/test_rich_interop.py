@@ -25,7 +25,7 @@ from fusion_nb.engine import ToolError
 sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))  # fusion-nb serve as a subprocess
 from served import DATA, served
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 
 async def ts_client(node: str, sdk: str, url: str, token: str, **plan: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from test_interop import inspector, run_node
 
 from fusion_nb.mcp import http_app
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 
 def check(seen: dict) -> None:

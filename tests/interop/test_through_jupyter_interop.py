@@ -22,7 +22,7 @@ from test_interop import ERAS, run_node
 
 from fusion_nb.jupyter_server_extension import NOT_SERVING
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]  # uvicorn, and the kernel harness
 
 CELLS = [
     "%load_ext fusion_nb\nimport anyio\nstates = {}\nscores = [1, 2, 3]",

@@ -26,13 +26,8 @@ from fusion_nb.engine import DEFAULT_LIMITS, present
 from fusion_nb.mcp import mcp_server
 from fusion_nb.mcp.rich import Limits, to_content
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 MIB = 1 << 20
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def wire_bytes(answer: Any) -> int:

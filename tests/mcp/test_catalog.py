@@ -18,14 +18,9 @@ from fusion_nb import Fusion
 from fusion_nb.engine import ToolError
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 MIB = 1 << 20
 SHARED = {"df": pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})}
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def catalog_app(app: Fusion | None = None) -> Fusion:

@@ -16,12 +16,7 @@ from http_serving import INIT, JSON_HEADERS, serve
 
 from fusion_nb.mcp import http_app
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 @pytest.fixture

@@ -16,18 +16,13 @@ import httpx
 import pytest
 from http_serving import INIT, Records, serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn and raw asyncio sockets
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
     "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
 }
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # uvicorn and raw asyncio sockets
 
 
 class Logs(Records):

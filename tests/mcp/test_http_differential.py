@@ -39,15 +39,9 @@ from test_http_wire import (
 from fusion_nb.mcp import http_app, mcp_server
 from fusion_nb.mcp.http import transport_security
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # both servers run on uvicorn
 
 WAIT = 10  # seconds: a bound on any one response, catching a hang
-
-
-@pytest.fixture
-def anyio_backend():
-    """asyncio only: both servers run on uvicorn."""
-    return "asyncio"
 
 
 # --- what a response is reduced to ---------------------------------------------------------------------------------

@@ -17,12 +17,7 @@ from http_serving import open_session, serve
 from fusion_nb import Fusion, progress, respond
 from fusion_nb.mcp.resume import EventLog, EventLogs
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # uvicorn
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn
 
 
 STEPS = 6

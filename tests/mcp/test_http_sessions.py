@@ -21,18 +21,13 @@ from fusion_nb.mcp import mcp_server, streamable
 from fusion_nb.mcp.exchange import Move
 from fusion_nb.mcp.streamable import PostExchange, Session, _lookup
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def listing(number: int = 2) -> dict:

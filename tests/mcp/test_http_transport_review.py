@@ -13,14 +13,9 @@ import httpx
 import pytest
 from http_serving import open_session, serve, server_errors
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 # Strings whose characters pass ``str.isdigit()`` (after ``lstrip("-")``) but that ``int()`` refuses:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from http_serving import INIT, JSON_HEADERS, Served, open_session, serve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # the server under test is uvicorn
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -37,12 +37,6 @@ ELICITING_META = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 TOKENS = {"alice": "alice-" + "a" * 32, "ci": "ci-" + "c" * 32}
 WAIT = 10  # seconds: a generous bound on anything awaited, catching a hang, not a slowdown
-
-
-@pytest.fixture
-def anyio_backend():
-    """asyncio only: the server under test is uvicorn."""
-    return "asyncio"
 
 
 @pytest.fixture

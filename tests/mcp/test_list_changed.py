@@ -15,18 +15,13 @@ from http_serving import serve
 from fusion_nb import Fusion
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 KINDS: dict[type, str] = {
     types.ResourceListChangedNotification: "resources",
     types.PromptListChangedNotification: "prompts",
     types.ToolListChangedNotification: "tools",
 }
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 async def check(client, app: Fusion, heard: list[str], arrived: anyio.Event) -> None:

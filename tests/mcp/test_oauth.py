@@ -20,14 +20,9 @@ from fusion_nb.mcp.jwt_verifier import JwtVerifier
 from fusion_nb.mcp.oauth import IssuerUnavailable, TokenRefused
 from fusion_nb.mcp.options import OAuthSettings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 RESOURCE = "https://nb.example.com/mcp"
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def verifier_for(issuer, **options) -> JwtVerifier:

@@ -16,7 +16,8 @@ import pytest
 from http_serving import INIT, serve
 from stdio_serving import INITIALIZE, open_raw
 
-pytestmark = pytest.mark.anyio
+# uvicorn runs on asyncio; the stdio tests above use the same backend
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 CALLS = 30
 TOOLS = ["flood", "burst"]
@@ -81,11 +82,6 @@ async def post_and_read(http: httpx.AsyncClient, url: str, body: dict, headers: 
         if response.headers["content-type"].startswith("application/json"):
             return [json.loads(await response.aread())]
         return [json.loads(line[5:]) async for line in response.aiter_lines() if line.startswith("data:")]
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # uvicorn runs on asyncio; the stdio tests above use the same backend
 
 
 @pytest.mark.parametrize("tool", TOOLS)

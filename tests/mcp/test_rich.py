@@ -25,13 +25,8 @@ from rich_app import SVG, rich_app
 
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 MIB = 1 << 20
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def wire(result: Any) -> dict[str, Any]:

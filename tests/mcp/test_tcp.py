@@ -16,12 +16,7 @@ from http_serving import serve
 
 from fusion_nb.mcp.uvicorn_server import listening_socket
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # uvicorn runs on asyncio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn runs on asyncio
 
 
 def test_the_listening_socket_is_tcp_with_nodelay():

@@ -25,14 +25,9 @@ from fusion_nb.mcp import http_app
 from fusion_nb.mcp._uvicorn import ConnectionLimits, guarded_protocol, quiet_logs
 from fusion_nb.mcp.uvicorn_server import InLoopServer, in_loop_server, listening_socket
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # uvicorn and raw asyncio sockets
 
 PARSERS = ["httptools", "h11"]
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # uvicorn and raw asyncio sockets
 
 
 def test_the_hooks_the_limits_override_exist_in_uvicorn():

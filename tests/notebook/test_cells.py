@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 VIEW = "application/vnd.jupyter.widget-view+json"
 QUICK = "%%fusion_tool quick\nyield progress(50, 'half')\nreturn 'hi'"

@@ -10,7 +10,8 @@ does (the next key only after the previous key's ``idle``).
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 ONBOARD = '''%%fusion_tool f.action("onboard")
 """Ask for a name, then greet."""

@@ -18,7 +18,7 @@ import pytest
 from fusion_nb.jupyter_server_extension import Upstream, UpstreamError
 from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # jupyter_client's async API is asyncio-only
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 async def test_kernel_runs_cells_and_tracks_widgets(kernel):

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 SLOW_TOOL = """%%fusion_tool slow
 import anyio, time

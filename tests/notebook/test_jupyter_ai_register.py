@@ -31,7 +31,7 @@ from kernel_harness import Kernel
 
 from fusion_nb.notebook import mcp_settings
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # jupyter_client's async API is asyncio-only
 
 #: jupyter-ai 3.2.0 requires jupyter-ai-persona-manager>=0.2.0,<0.3.0
 PERSONA_MANAGER = "jupyter-ai-persona-manager==0.2.2"

@@ -10,7 +10,8 @@ from kernel_harness import serve_shout
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 INTERRUPTED = "the notebook's kernel was interrupted (■ Interrupt, or a restart, which interrupts first)"
 

@@ -6,7 +6,8 @@ import pytest
 
 USAGE = "list | serve | stop | status | calls | inspect [TOOL] | share NAME | unshare NAME | tasks | help"
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 async def test_load_is_idempotent_and_tools_of_every_kind_are_callable(kernel):

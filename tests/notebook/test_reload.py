@@ -11,7 +11,8 @@ import uuid
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 REFUND = """%%fusion_tool f.mutation("billing.refund").with_string("id", "Invoice ID").interactive()
 approved = read_input("confirm")

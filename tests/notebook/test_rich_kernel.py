@@ -11,7 +11,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 async def serve(kernel) -> tuple[str, str]:

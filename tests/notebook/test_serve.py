@@ -12,7 +12,8 @@ from mcp import types
 
 from fusion_nb.mcp import connect as connect_http
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 @contextlib.asynccontextmanager

@@ -16,7 +16,8 @@ from kernel_harness import serve_shout
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 SYNC_TOOLS = """
 import sys, threading

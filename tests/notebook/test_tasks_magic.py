@@ -2,7 +2,8 @@
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 async def test_fusion_tasks_lists_tool_owner_status_age_and_last_message(kernel):

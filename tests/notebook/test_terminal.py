@@ -10,7 +10,7 @@ from desktop_host import entry_of, host_client
 
 from fusion_nb.mcp import connect
 
-pytestmark = pytest.mark.kernel
+pytestmark = [pytest.mark.kernel, pytest.mark.asyncio_only]  # jupyter_client's async API is asyncio-only
 
 IPYTHON = str(Path(sys.executable).with_name("ipython"))
 PROMPT = re.compile(r"In \[\d+\]: ")

@@ -7,7 +7,7 @@ import pytest
 from fusion_nb import Fusion, ask, input_response, require_input
 from fusion_nb.notebook.terminal import TerminalInputChannel
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # jupyter_client's async API is asyncio-only
 
 
 async def test_without_a_tty_the_call_fails_fast_instead_of_waiting_for_typing():

@@ -19,7 +19,8 @@ from fusion_nb.jupyter_server_extension import NOT_SERVING
 from fusion_nb.mcp import connect
 from fusion_nb.mcp.client_config import printed_configs
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 
 async def test_a_served_notebook_answers_through_the_jupyter_server(tmp_path):

@@ -13,10 +13,5 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"  # the redis package's client is asyncio's
-
-
-@pytest.fixture
 def redis_server(redis):
     return redis

@@ -27,7 +27,7 @@ from fusion_nb.mcp import mcp_server
 from fusion_nb.mcp.tasks import detailed_task
 from fusion_nb.redis_tasks import STOPPED, share_tasks, shown_url
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # the redis package's client is asyncio's
 
 
 def worker_app(cleaned: anyio.Event | None = None) -> Fusion:

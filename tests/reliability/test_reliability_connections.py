@@ -27,14 +27,9 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
 from served import served  # tests/cli/served.py: the one way tests start ``fusion-nb serve``
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 SOURCE = "tests/cli/data/service_app.py"
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def rss_mb(pid: int) -> float:

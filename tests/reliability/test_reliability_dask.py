@@ -27,12 +27,8 @@ from dask_work import entered_then_wait  # tests/dask: imported by the worker pr
 from fusion_nb import Fusion, respond
 from fusion_nb import dask as fnb_dask
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # distributed's Client is asyncio-only
+# distributed's Client is asyncio-only
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def claims_left(dask_scheduler) -> dict:

@@ -22,7 +22,7 @@ import pytest
 from reliability_served import thread_served
 from reliability_support import FIGURES, mcp_headers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 INIT = {
     "jsonrpc": "2.0",
@@ -34,11 +34,6 @@ INIT = {
         "clientInfo": {"name": "raw", "version": "0"},
     },
 }
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def headers(served: Any, **extra: str) -> dict[str, str]:

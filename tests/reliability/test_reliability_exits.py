@@ -22,15 +22,11 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
 from served import served  # tests/cli/served.py: the one way tests start ``fusion-nb serve``
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
+# the SDK's HTTP client, as the other served tests
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.asyncio_only]
 
 EXITS = [("exits", "SystemExit"), ("parses", "SystemExit"), ("interrupts", "KeyboardInterrupt")]
 ROUNDS = 5
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # the SDK's HTTP client, as the other served tests
 
 
 @pytest.mark.timeout(600)

@@ -15,7 +15,8 @@ from reliability_support import FIGURES
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 TOOLS = """
 import warnings, ipywidgets, anyio, fusion_nb
@@ -39,11 +40,6 @@ def open_models():
 """
 
 CALLS = 1_000
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # jupyter_client's async API is asyncio-only
 
 
 async def open_models(kernel) -> int:

@@ -46,7 +46,7 @@ from reliability_support import (
 from fusion_nb import Fusion
 from fusion_nb.mcp.uvicorn_server import in_loop_server, listening_socket
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.asyncio_only]
 
 ERAS = {"2025": "legacy", "2026": "auto"}
 ABORT_SHARE = 0.3
@@ -58,11 +58,6 @@ CALL_DEADLINE_PER_CLIENT = 0.2
 #: Memory may grow this much between consecutive measured rounds (allocator noise), and in total.
 RSS_STEP_MB = 12.0
 RSS_TOTAL_MB = 24.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -23,15 +23,10 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
 from nginx import behind_nginx  # tests/cli/nginx.py: the shipped config in front of two workers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 TOKEN = "reliability-nginx-token-0123456789ab"
 CALLS = 20
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def starts(marks: Path) -> collections.Counter[str]:

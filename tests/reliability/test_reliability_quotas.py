@@ -17,7 +17,7 @@ import pytest
 from reliability_served import thread_served
 from reliability_support import FIGURES, mcp_headers
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 TOKENS = {"alice": "alice-token-0123456789abcdef0123", "bob": "bob-token-0123456789abcdef012345"}
 SESSIONS, LISTENS = 3, 2
@@ -38,11 +38,6 @@ LISTEN = {
     "method": "subscriptions/listen",
     "params": {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META},
 }
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def headers(who: str, **extra: str) -> dict[str, str]:

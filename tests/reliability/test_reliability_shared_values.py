@@ -16,15 +16,11 @@ from reliability_support import FIGURES
 
 from fusion_nb.mcp import connect
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.kernel]
+# jupyter_client's async API is asyncio-only
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 GIB = 1 << 30
 PEAK = "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')) // 1024)"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # jupyter_client's async API is asyncio-only
 
 
 async def peak_mb(kernel) -> int:

@@ -29,7 +29,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from reliability_cases import CLIENT_META, LEGACY, MODERN, body_cases
 from reliability_support import FIGURES, internal_text
 
-pytestmark = [pytest.mark.reliability, pytest.mark.anyio]
+pytestmark = [pytest.mark.reliability, pytest.mark.anyio, pytest.mark.asyncio_only]
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -44,11 +44,6 @@ NOT_REQUESTS = ("malformed JSON", "not JSON-RPC", "batch")
 def stdio_server_command(target: str = "reliability_stdio_app:app") -> list[str]:
     """How the suite starts a stdio server: the one line to change when ``fusion-nb serve`` lands."""
     return [sys.executable, "-u", "-m", "fusion_nb.mcp.stdio", target]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class StdioPeer:

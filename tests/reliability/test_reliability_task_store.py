@@ -38,12 +38,7 @@ from test_shared_tasks import two_workers  # tests/redis: two workers in this pr
 
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"  # the subject is the servers
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # the subject is the servers
 
 
 def ending(task: dict) -> tuple:

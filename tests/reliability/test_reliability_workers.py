@@ -23,14 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "cli"))
 
 from served import served  # tests/cli/served.py: the one way tests start ``fusion-nb serve``
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 STARTUP = 180  # two workers importing the SDK on a shared 2-core machine
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 def ready_pids(server) -> list[int]:

@@ -7,11 +7,6 @@ import pytest
 from fusion_nb import Fusion
 
 
-@pytest.fixture(scope="module")
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def dummy_comms(monkeypatch):
     """Widgets here talk to comm's ``DummyComm``, whatever another test imported earlier.

@@ -19,7 +19,7 @@ from widget_helpers import until
 from fusion_nb import ask, progress, read_input, require_input
 from fusion_nb.engine import DeferToClient, InputResponse
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 @pytest.fixture

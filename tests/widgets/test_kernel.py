@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-pytestmark = [pytest.mark.anyio, pytest.mark.kernel]
+pytestmark = [pytest.mark.anyio, pytest.mark.kernel, pytest.mark.asyncio_only]
 
 SETUP = textwrap.dedent("""
     import anyio

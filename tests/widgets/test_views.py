@@ -24,7 +24,7 @@ from widget_helpers import count_sends, until
 from fusion_nb import ToolError, ask, input_response, progress, read_input, require_input, respond
 from fusion_nb.engine import ELICITATION_UNSUPPORTED
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def waiting(call):
