@@ -171,11 +171,7 @@ def crash_of(result: CallResult) -> BaseException | None:
     """The handler's own exception when it crashed (``INTERNAL_ERROR``), else ``None``."""
     if result.error is None or result.error.code != INTERNAL_ERROR:
         return None
-    exception = getattr(result, "exception", None)  # the engine's local copy (newer engines)
-    if isinstance(exception, BaseException):
-        return exception
-    cause = result.error.__cause__ if result.error is not None else None
-    return cause if isinstance(cause, BaseException) else None
+    return result.exception  # the engine keeps it in this process only: never on the wire
 
 
 def error_html(result: CallResult) -> str:

@@ -4,7 +4,7 @@
 
 * ``GET /healthz`` answers ``200 ok`` (``503 draining`` once a drain began), with no
   authentication and no details, for load balancers and readiness probes. (The MCP
-  app will serve its own ``/healthz`` when issue 11 lands; this one answers first.)
+  app serves its own ``/healthz`` too; this one answers first, and says when draining.)
 * Once draining, the worker takes no new connection (refused at connect, so a balancer
   retries even a POST on another worker: nothing was sent) and closes each connection
   after its response. A request already on its way on an open connection is served, not
@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -176,9 +175,13 @@ class HttpService:
         """
         self.service.draining = True
         self.uvicorn.stop_accepting()  # (idempotent; begin_drain did it already when a signal started this)
-        deadline = time.monotonic() + self.drain_timeout
-        while (self.app.active_calls or not self.uvicorn.idle_quiet()) and time.monotonic() < deadline:
-            await anyio.sleep(0.02)
+        with anyio.move_on_after(self.drain_timeout):
+            while True:
+                await self.app.wait_calls()  # the engine's event as its last call settles
+                pause = self.uvicorn.quiet_in()  # a keep-alive request there may start another call
+                if not pause and not self.app.active_calls:
+                    break
+                await anyio.sleep(pause)
         left = len(self.app.active_calls)
         if left:
             self.log(f"cancelling {left} call(s) still running after {self.drain_timeout:g} s")

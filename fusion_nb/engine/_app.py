@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from ._background import Workers
 from ._builder import BuilderFactory
 from ._call import Call
@@ -148,6 +150,7 @@ class App:
         self._middleware: tuple[Middleware, ...] = tuple(middleware)
         self._plans: dict[str, ToolPlan] = {}
         self._calls: dict[str, Call] = {}
+        self._settled: anyio.Event | None = None  # set when the last call settles (``wait_calls``)
         self._workers = Workers()
         self._threads = ThreadPool(max_abandoned_threads)
         self._ids = map(str, itertools.count(1))  # call ids "1", "2", ...: made as strings
@@ -461,6 +464,8 @@ class App:
 
     def _forget_call(self, call: Call) -> None:
         self._calls.pop(call.id, None)
+        if not self._calls and self._settled is not None:
+            self._settled.set()
 
     def _announce_call(self, call: Call) -> None:
         for listener in list(self._call_listeners):
@@ -502,6 +507,19 @@ class App:
         for call in self.active_calls:
             call.cancel(because=because)
         await self.wait_background(self.grace)
+
+    async def wait_calls(self, timeout: float | None = None) -> bool:
+        """Wait until no call is active (an event set as the last one settles); False on timeout.
+
+        A drain waits on it instead of polling ``active_calls``; any number of waiters may wait.
+        """
+        with anyio.move_on_after(timeout):
+            while self._calls:
+                if self._settled is None or self._settled.is_set():
+                    self._settled = anyio.Event()  # shared by every waiter until it is set
+                await self._settled.wait()
+            return True
+        return False
 
     async def wait_background(self, timeout: float | None = None) -> bool:
         """Wait until no detached task runs; returns False on timeout."""

@@ -80,7 +80,16 @@ class InLoopServer(uvicorn.Server):
 
     def idle_quiet(self) -> bool:
         """Whether the idle connections kept by a drain may close now (``QUIET_SECONDS`` without a request)."""
-        return self.connections is None or self.connections.quiet(asyncio.get_running_loop().time(), QUIET_SECONDS)
+        return self.quiet_in() == 0
+
+    def quiet_in(self) -> float:
+        """Seconds until ``idle_quiet`` (0: now), unless a request comes first: a drain sleeps that long."""
+        if self.connections is None:
+            return 0.0
+        now = asyncio.get_running_loop().time()
+        if self.connections.quiet(now, QUIET_SECONDS):
+            return 0.0
+        return max(self.connections.last_request + QUIET_SECONDS - now, 0.0)
 
     def close_idle(self) -> None:
         """Close the idle keep-alive connections now (after ``stop_accepting``, once ``idle_quiet``)."""
