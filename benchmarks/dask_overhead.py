@@ -142,7 +142,11 @@ def main() -> None:
     for kind in ("processes", "threads"):
         with (
             distributed.LocalCluster(
-                n_workers=1, threads_per_worker=1, processes=kind == "processes", dashboard_address=None
+                n_workers=1,
+                threads_per_worker=1,
+                processes=kind == "processes",
+                dashboard_address=":0",  # a free port: None still binds distributed's 8787
+                scheduler_kwargs={"dashboard": False},
             ) as cluster,
             distributed.Client(cluster) as client,
         ):

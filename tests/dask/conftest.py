@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import distributed
 import pytest
-from dask_work import rendezvous
+from dask_work import local_cluster, rendezvous
 
 from fusion_nb import Fusion
 
@@ -33,12 +33,7 @@ def scheduler_task_count(dask_scheduler: Any) -> int:
 def dask_client(request: pytest.FixtureRequest) -> Iterator[distributed.Client]:
     """A plain (synchronous) client on a small LocalCluster: its own loop thread, as in a notebook."""
     with (
-        distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=2,
-            processes=request.param == "processes",
-            dashboard_address=None,
-        ) as cluster,
+        local_cluster(n_workers=1, threads_per_worker=2, processes=request.param == "processes") as cluster,
         distributed.Client(cluster) as client,
     ):
         # Warm up: both worker threads started (the pool starts them lazily) and the client's comms open.

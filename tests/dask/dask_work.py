@@ -7,10 +7,21 @@ scheduler holds them), never through timing: a worker process shares no memory w
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from distributed import Event
+from distributed import Event, LocalCluster
 
 from fusion_nb.dask import DaskTask
+
+
+def local_cluster(**options: Any) -> LocalCluster:
+    """A ``LocalCluster`` on free ports only: the tests run beside anything, and beside each other.
+
+    ``dashboard_address=None`` is not enough: without bokeh the scheduler still serves its HTTP
+    routes (health, metrics), on distributed's default port 8787 unless it is given another.
+    """
+    return LocalCluster(dashboard_address=":0", scheduler_kwargs={"dashboard": False}, **options)
+
 
 #: how long a worker function waits for its test before giving up (a failed test must not hang the worker)
 PATIENCE = 60

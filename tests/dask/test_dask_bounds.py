@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import sys
 import textwrap
@@ -10,7 +12,7 @@ from collections.abc import Iterator
 import anyio
 import distributed
 import pytest
-from dask_work import sleeps
+from dask_work import local_cluster, sleeps
 
 from fusion_nb import Fusion, respond
 from fusion_nb import dask as fnb_dask
@@ -18,10 +20,29 @@ from fusion_nb import dask as fnb_dask
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
+DEFAULT_DASHBOARD = 8787  # distributed's
+
+
+@contextlib.contextmanager
+def holding(port: int) -> Iterator[None]:
+    """``port`` taken on every interface for the duration, as another cluster or a notebook would hold it."""
+    with socket.socket() as sock:
+        with contextlib.suppress(OSError):  # (already held by someone else: as good)
+            sock.bind(("", port))
+            sock.listen()
+        yield
+
+
+def test_the_test_clusters_start_while_something_holds_port_8787():
+    """The suite runs beside a notebook's cluster, another engineer's run, or a parallel one of its own."""
+    with holding(DEFAULT_DASHBOARD), local_cluster(n_workers=1, processes=False) as cluster:
+        assert cluster.scheduler.http_server.port != DEFAULT_DASHBOARD
+
+
 @pytest.fixture
 def doomed() -> Iterator[tuple[distributed.LocalCluster, distributed.Client]]:
     """A cluster of its own, for the test that closes it under a call."""
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = local_cluster(n_workers=1, threads_per_worker=1, processes=True)
     client = distributed.Client(cluster, set_as_default=False)
     try:
         yield cluster, client

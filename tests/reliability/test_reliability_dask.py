@@ -22,7 +22,7 @@ from reliability_support import FIGURES
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "dask"))
 
-from dask_work import entered_then_wait  # tests/dask: imported by the worker processes too
+from dask_work import entered_then_wait, local_cluster  # tests/dask: imported by the worker processes too
 
 from fusion_nb import Fusion, respond
 from fusion_nb import dask as fnb_dask
@@ -41,7 +41,7 @@ async def test_a_killed_dask_worker_does_not_run_the_function_twice(tmp_path):
     marks, go = tmp_path / "entered", f"go-{uuid.uuid4().hex[:8]}"
 
     def start() -> tuple[object, object]:
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
         return cluster, distributed.Client(cluster, set_as_default=False)
 
     cluster, client = await anyio.to_thread.run_sync(start)
