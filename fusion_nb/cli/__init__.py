@@ -1,7 +1,8 @@
 """The ``fusion-nb`` command: serve, check, connect, export, install and package notebook MCP tools.
 
-One module per subcommand (``serve``, ``check``, ``connect``, ``export``, ``install``, ``package``); each offers
-``add_parser(subparsers)`` and ``run(args) -> int``. Exit codes follow the Unix
+One module per subcommand (``serve``, ``check``, ``connect_command``, ``export``, ``install``, ``package``);
+each offers ``add_parser(subparsers)`` and ``run(args) -> int``, and none imports the MCP SDK to do so
+(``--help`` and argument parsing stay fast: the bridge, ``connect``, loads on ``run``). Exit codes follow the Unix
 convention: 0 ok, 1 runtime error (a failing cell, a port in use, an unreachable
 URL), 2 usage error (argparse's own). Every message for a person goes to stderr, so
 stdout stays free for the MCP wire in ``serve`` and for machine output elsewhere.
@@ -42,13 +43,15 @@ Run `fusion-nb COMMAND --help` for a command's options. Exit status: 0 ok, 1 err
 
 #: the subcommands, each a module of this package, in the order ``--help`` lists them
 COMMANDS = ("serve", "check", "connect", "export", "install", "package")
+#: where a subcommand's parser lives when its module is not named after it
+_MODULES = {"connect": "connect_command"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line: one sub-parser per subcommand module.
 
-    Given ``argv`` that names a subcommand, only that module is imported: ``connect`` loads
-    the whole MCP SDK (0.7 s), which ``install`` has no use for.
+    Given ``argv`` that names a subcommand, only that module is imported (``export`` compiles
+    cells, which ``install`` has no use for); no parser imports the MCP SDK (0.7 s).
     """
     import importlib
 
@@ -63,7 +66,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in wanted:
-        importlib.import_module(f".{command}", __name__).add_parser(commands)
+        importlib.import_module(f".{_MODULES.get(command, command)}", __name__).add_parser(commands)
     return parser
 
 

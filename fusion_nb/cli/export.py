@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..notebook.cell_compiler import BodyScan
 from .errors import CliError
 from .headless import Cell, StartupReport, failure_message, run_notebook
 from .source import find_app
@@ -182,6 +181,8 @@ def _tool_function(cell: Cell) -> str:
     expression = header.removeprefix("%%fusion_tool").strip()
     builder = f"f.action({expression!r})" if _PLAIN_NAME.fullmatch(expression) else expression
     name = _python_name(_tool_name(expression))
+    from ..notebook.cell_compiler import BodyScan  # (its package imports the SDK: not for `--help`)
+
     tree = ast.parse(body)
     scan = BodyScan.of(tree.body)
     if scan.awaits and scan.yields:

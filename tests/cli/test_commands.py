@@ -10,6 +10,8 @@ from pathlib import Path
 
 from served import DATA, REPO, run_cli
 
+from fusion_nb.cli import COMMANDS
+
 
 def test_help_lists_every_command_and_exits_0():
     done = run_cli("--help")
@@ -19,6 +21,26 @@ def test_help_lists_every_command_and_exits_0():
     for command in ("serve", "check", "connect", "export"):
         sub = run_cli(command, "--help")
         assert sub.returncode == 0 and f"usage: fusion-nb {command}" in sub.stdout
+
+
+def imported_modules(importtime: str) -> set[str]:
+    """The modules a process imported, from its ``-X importtime`` lines on stderr."""
+    return {line.rpartition("|")[2].strip() for line in importtime.splitlines() if line.startswith("import time:")}
+
+
+def test_help_and_argument_parsing_never_import_the_mcp_sdk():
+    """``fusion-nb --help`` and every command's parser skip the SDK (0.68 s of a 0.72 s ``--help``).
+
+    ``-X importtime`` lists every module the real process imported; ``connect``'s bridge and
+    the notebook host load it only when they run.
+    """
+    for argv in (["--help"], ["frobnicate"], *([command, "--help"] for command in COMMANDS)):
+        done = run_cli(*argv, PYTHONPROFILEIMPORTTIME="1")
+        assert done.returncode in (0, 2) and "usage: fusion-nb" in done.stdout + done.stderr, argv
+        modules = imported_modules(done.stderr)
+        assert "fusion_nb.cli" in modules, done.stderr[-2000:]  # (the listing is there)
+        sdk = sorted(m for m in modules if m.split(".")[0] in ("mcp", "mcp_types"))
+        assert sdk == [], f"fusion-nb {' '.join(argv)} imported {len(sdk)} SDK modules: {', '.join(sdk[:4])}..."
 
 
 def test_usage_errors_exit_2_on_stderr():
