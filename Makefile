@@ -79,8 +79,9 @@ conformance: $(CONFORMANCE_STAMP)
 # The notebooks are tests too (nbval, outputs compared after tests/notebooks_support/sanitize.cfg).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks_support/sanitize.cfg --nbval-cell-timeout=120
 
+# Coverage of this process's fusion_nb (not of the servers and kernels it starts), printed once, never gated.
 test: $(STAMP) chromium nginx redis interop conformance
-	$(PY) -m pytest $(NBVAL)
+	$(PY) -m pytest $(NBVAL) --cov --cov-report=term
 
 # No kernel, no browser, no notebook: nbval is not even loaded.
 test-fast: $(STAMP)
