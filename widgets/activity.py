@@ -52,7 +52,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from fusion_nb.engine import Call, CallResult
+from fusion_nb.engine import Call, CallResult, CallStatus
 
 from .call_view import images_html, traceback_html
 from .closing import close_parts, close_tree
@@ -238,7 +238,7 @@ class ActivityPanel(w.VBox):
             return
         if call.settled:
             self._ended(row)
-        elif row.live is None and call.status == "waiting":
+        elif row.live is None and call.status == CallStatus.WAITING:
             self._promote(row)  # a person (or a client) is being asked: show it now
         elif row.live is not None:
             self.coalescer.request()
@@ -266,7 +266,7 @@ class ActivityPanel(w.VBox):
     def _finished(self, row: Row, listed: bool) -> None:
         """Count ``row`` as ended; list it under *recent* if it had a live row or failed."""
         result = row.call.result
-        cancelled = row.call.status == "cancelled"
+        cancelled = row.call.status == CallStatus.CANCELLED
         failed = result is not None and result.error is not None and not cancelled
         self.total += 1
         self.failed += failed
@@ -484,7 +484,7 @@ def recent_html(row: Row) -> str:
     face = face_of(row.call)
     result = row.call.result
     color = ERROR if result is not None and result.error is not None else SUCCESS
-    if row.call.status not in ("done", "failed"):
+    if row.call.status not in (CallStatus.DONE, CallStatus.FAILED):
         color = face.color
     line = (
         f"{colored(escape(face.icon), color, bold=True)} <b>{escape(tool_name(row.call))}</b>"

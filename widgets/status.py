@@ -11,9 +11,9 @@ ended early (cancelled, timed out, failed) is never blue.
 from __future__ import annotations
 
 import html
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
-from fusion_nb.engine import DECLINED, INTERNAL_ERROR, Call, CallResult
+from fusion_nb.engine import DECLINED, INTERNAL_ERROR, Call, CallResult, CallStatus
 
 
 class Look(NamedTuple):
@@ -53,14 +53,14 @@ BORDER = css_var("border-color2", "#e0e0e0")
 LINK = css_var("content-link-color", "#1976d2")
 TRACK = css_var("layout-color3", "#bdbdbd")
 
-LOOKS: dict[str, Look] = {
-    "queued": Look("", "◌", "queued", MUTED),
-    "running": Look("info", "▶", "running", INFO),
-    "waiting": Look("warning", "◆", "waiting for input", WARN),
-    "done": Look("success", "✔", "done", SUCCESS),
-    "failed": Look("danger", "✖", "failed", ERROR),
-    "cancelled": Look("", "■", "cancelled", CANCEL),
-    "timed out": Look("danger", "◷", "timed out", TIMEOUT),
+LOOKS: dict[CallStatus | Literal["declined"], Look] = {
+    CallStatus.QUEUED: Look("", "◌", "queued", MUTED),
+    CallStatus.RUNNING: Look("info", "▶", "running", INFO),
+    CallStatus.WAITING: Look("warning", "◆", "waiting for input", WARN),
+    CallStatus.DONE: Look("success", "✔", "done", SUCCESS),
+    CallStatus.FAILED: Look("danger", "✖", "failed", ERROR),
+    CallStatus.CANCELLED: Look("", "■", "cancelled", CANCEL),
+    CallStatus.TIMED_OUT: Look("danger", "◷", "timed out", TIMEOUT),
     # not a status of its own: a call the person's Decline ended (see face_of)
     "declined": Look("", "⊘", "declined", DECLINE),
 }
@@ -80,15 +80,15 @@ NAME_WIDTH = "220px"
 STATUS_WIDTH = "100%"
 
 
-def look(status: str) -> Look:
+def look(status: CallStatus) -> Look:
     """The face of ``status`` (an unknown status gets a neutral one)."""
-    return LOOKS.get(str(status), Look("", "?", str(status), MUTED))
+    return LOOKS.get(status) or Look("", "?", str(status), MUTED)
 
 
 def declined(call: Call) -> bool:
     """Whether the call ended on the person's Decline (failed with ``DECLINED``): their answer, not a fault."""
     error = call.result.error if call.result is not None else None
-    return call.status == "failed" and error is not None and error.code == DECLINED
+    return call.status == CallStatus.FAILED and error is not None and error.code == DECLINED
 
 
 def face_of(call: Call) -> Look:
@@ -98,7 +98,7 @@ def face_of(call: Call) -> Look:
 
 def percent_of(call: Call) -> float:
     """The bar value: last progress, 100 once done (a finished call is complete)."""
-    if call.status == "done":
+    if call.status == CallStatus.DONE:
         return 100.0
     return call.progress.percent if call.progress is not None else 0.0
 
@@ -126,7 +126,7 @@ def timing(percent: float, elapsed: float, live: bool) -> str:
 
 def message_of(call: Call) -> str:
     """The call's current line: the pending question, else its newest progress message or log line."""
-    if call.status == "waiting" and call.request is not None:
+    if call.status == CallStatus.WAITING and call.request is not None:
         return call.request.message
     return call.line or ""
 
@@ -154,7 +154,7 @@ def tail_of(call: Call) -> str:
     """
     if declined(call) and call.result is not None and call.result.error is not None:
         return shorten(call.result.error.message, 200)  # the person's answer: no error code
-    if call.result is not None and call.result.error is not None and call.status != "cancelled":
+    if call.result is not None and call.result.error is not None and call.status != CallStatus.CANCELLED:
         return error_summary(call.result)
     return message_of(call)
 

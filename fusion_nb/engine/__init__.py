@@ -30,6 +30,7 @@ from ._errors import (
     ToolError,
     did_you_mean,
 )
+from ._handlers import HandlerKind
 from ._interactive import (
     InputAction,
     InputQuestion,
@@ -60,7 +61,7 @@ from ._signal import AbortSignal
 from ._streaming import LOG_LEVELS, LogEvent, ProgressEvent, Respond, progress, respond
 from ._task_records import SharedTasks, TaskRecord
 from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
-from ._tool import BoundTool, Tool
+from ._tool import BoundTool, Tool, Verb
 
 __all__ = [
     "CANCELLED",
@@ -99,6 +100,7 @@ __all__ = [
     "EmbeddedResource",
     "EngineStats",
     "Event",
+    "HandlerKind",
     "Image",
     "InputAction",
     "InputChannel",
@@ -129,6 +131,7 @@ __all__ = [
     "Tool",
     "ToolBuilder",
     "ToolError",
+    "Verb",
     "answer_limits",
     "ask",
     "complete",

@@ -12,7 +12,7 @@ from ._errors import no_such_attribute
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, ToolInput, enum_annotation, strict_model
 from ._tasks import TaskOptions
-from ._tool import BoundTool, Tool
+from ._tool import BoundTool, Tool, Verb
 
 if TYPE_CHECKING:
     from ._app import App
@@ -21,27 +21,27 @@ if TYPE_CHECKING:
 #: no true for an integer, no "yes" for a boolean (a number may be sent as an integer).
 StrictNumber = Annotated[float, Strict()]
 
-_VERB_HINTS = {
-    "action": {},
-    "query": {"readOnlyHint": True},
-    "mutation": {"destructiveHint": True},
+_VERB_HINTS: dict[Verb, dict[str, bool]] = {
+    Verb.ACTION: {},
+    Verb.QUERY: {"readOnlyHint": True},
+    Verb.MUTATION: {"destructiveHint": True},
 }
 
 
 class ToolBuilder:
     """Chainable description of one tool; ``handle(fn)`` registers it with the app."""
 
-    def __init__(self, app: App, verb: str, name: str) -> None:
+    def __init__(self, app: App, verb: Verb | str, name: str) -> None:
         if not isinstance(name, str) or not name or len(name.split(maxsplit=1)) != 1 or name.strip() != name:
             raise ValueError(f"a tool name must be a non-empty string without spaces, got {name!r}")
         self._app = app
-        self._verb = verb
+        self._verb = Verb(verb)
         self._name = name
         self._description: str | None = None
         self._fields = InputFields()
         self._model: type[BaseModel] | None = None
         self._returns: type[BaseModel] | None = None
-        self._annotations: dict[str, bool] = dict(_VERB_HINTS[verb])
+        self._annotations: dict[str, bool] = dict(_VERB_HINTS[self._verb])
         self._middleware: list[Middleware] = []
         self._presenter: Callable[[Any], Any] | None = None
         self._interactive = False

@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
+from enum import StrEnum
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio
@@ -61,17 +62,26 @@ class HandlerRunner(Protocol):
     ) -> Awaitable[Any]: ...
 
 
-def handler_kind(fn: Callable[..., Any]) -> str:
-    """One of ``async``, ``async_gen``, ``sync``, ``sync_gen`` (checked on the user's function)."""
+class HandlerKind(StrEnum):
+    """How a tool's body runs: a coroutine or async generator on the loop, a function or generator in a thread."""
+
+    ASYNC = "async"
+    ASYNC_GEN = "async_gen"
+    SYNC = "sync"
+    SYNC_GEN = "sync_gen"
+
+
+def handler_kind(fn: Callable[..., Any]) -> HandlerKind:
+    """The kind of ``fn`` (checked on the user's function, under any decorator)."""
     target = inspect.unwrap(fn)
     if inspect.isasyncgenfunction(target):
-        return "async_gen"
+        return HandlerKind.ASYNC_GEN
     if inspect.iscoroutinefunction(target):
-        return "async"
+        return HandlerKind.ASYNC
     if inspect.isgeneratorfunction(target):
-        return "sync_gen"
+        return HandlerKind.SYNC_GEN
     if callable(target):
-        return "sync"
+        return HandlerKind.SYNC
     raise TypeError(f"a handler must be callable, got {fn!r}")
 
 
@@ -80,12 +90,12 @@ def make_runner(fn: Callable[..., Any], tool_name: str) -> HandlerRunner:
     kind = handler_kind(fn)
     ignored = _IgnoredYields(tool_name)
     run: Callable[..., Awaitable[Any]]
-    if kind == "async":
+    if kind is HandlerKind.ASYNC:
 
         async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread = run_in_anyio_thread) -> Any:
             return await fn(input, ctx)
 
-    elif kind == "async_gen":
+    elif kind is HandlerKind.ASYNC_GEN:
 
         async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread = run_in_anyio_thread) -> Any:
             async with aclosing(fn(input, ctx)) as stream:
@@ -98,7 +108,7 @@ def make_runner(fn: Callable[..., Any], tool_name: str) -> HandlerRunner:
                         ignored.note(item)
             return None
 
-    elif kind == "sync":
+    elif kind is HandlerKind.SYNC:
 
         async def run(input: Any, ctx: Any, offer: Offer, in_thread: InThread = run_in_anyio_thread) -> Any:
             return await in_thread(functools.partial(fn, input, ctx))

@@ -34,7 +34,7 @@ from ._errors import (
     refused_again,
 )
 from ._errors import rounds_exceeded as too_many_rounds
-from ._handlers import make_runner
+from ._handlers import HandlerKind, make_runner
 from ._interactive import (
     ACCEPT,
     CANCEL,
@@ -55,6 +55,7 @@ from ._result import CallResult
 from ._schema import input_validator
 from ._slots import Slots
 from ._threads import ThreadPool, describe_crash
+from ._tool import Verb
 
 if TYPE_CHECKING:
     from ._app import App
@@ -93,9 +94,9 @@ class ToolPlan:
         self.tool = tool
         self.validate = input_validator(tool.name, tool.inputs)
         self.slots = Slots(tool.name, *tool.concurrency) if tool.concurrency else None
-        self.serializer = Slots(tool.name, 1, None) if tool.verb == "mutation" else None
+        self.serializer = Slots(tool.name, 1, None) if tool.verb is Verb.MUTATION else None
         #: whether the innermost stage reads ``current_runner`` (threads, generators, the serializer)
-        self.needs_runner = self.serializer is not None or tool.kind != "async"
+        self.needs_runner = self.serializer is not None or tool.kind is not HandlerKind.ASYNC
         #: whether the body runs in a thread (admitted by the app's thread pool)
         self.threaded = tool.runs_in_thread
         #: whether a call may run in the task that awaits it (a timeout or a thread needs a worker)
@@ -123,7 +124,7 @@ class ToolPlan:
 
 def handler_stage(tool: Tool, serializer: Slots | None) -> Stage:
     """The innermost stage: a last abort gate, the mutation serializer, the handler."""
-    if serializer is None and tool.kind == "async":
+    if serializer is None and tool.kind is HandlerKind.ASYNC:
         fn = tool.handler
 
         async def plain(ctx: Context) -> Any:  # the common case, one frame

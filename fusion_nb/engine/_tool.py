@@ -9,17 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ._handlers import handler_kind
+from ._handlers import HandlerKind, handler_kind
 from ._middleware import Middleware
 from ._schema import ToolInput
 from ._tasks import TaskOptions
 
 if TYPE_CHECKING:
     from ._app import App
+
+
+class Verb(StrEnum):
+    """What a tool does to the world: ``app.f.action``, ``app.f.query`` (read-only), ``app.f.mutation``."""
+
+    ACTION = "action"
+    QUERY = "query"
+    MUTATION = "mutation"
 
 
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
@@ -36,7 +45,7 @@ class Tool:
     """
 
     name: str
-    verb: str
+    verb: Verb
     description: str | None
     handler: Callable[..., Any]
     inputs: ToolInput
@@ -50,11 +59,12 @@ class Tool:
     concurrency: tuple[int, int] | None = None
     task: TaskOptions | None = None
     scopes: tuple[str, ...] = ()
-    kind: str = field(init=False)
+    kind: HandlerKind = field(init=False)
     input_schema: dict[str, Any] = field(init=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "verb", Verb(self.verb))  # (a verb's name is accepted too)
         object.__setattr__(self, "kind", handler_kind(self.handler))
         object.__setattr__(self, "input_schema", self.inputs.schema)
         output = self.output_model.model_json_schema() if self.output_model is not None else None
@@ -69,7 +79,7 @@ class Tool:
     @property
     def runs_in_thread(self) -> bool:
         """Whether the body runs in a worker thread (plain ``def`` handlers)."""
-        return self.kind in ("sync", "sync_gen")
+        return self.kind in (HandlerKind.SYNC, HandlerKind.SYNC_GEN)
 
     def __repr__(self) -> str:
         return f"<Tool {self.name!r} ({self.verb}, {self.kind})>"
@@ -115,12 +125,12 @@ class BoundTool:
         return self.tool.annotations
 
     @property
-    def verb(self) -> str:
+    def verb(self) -> Verb:
         """``action``, ``query`` or ``mutation``."""
         return self.tool.verb
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> HandlerKind:
         """``async``, ``async_gen``, ``sync`` or ``sync_gen``."""
         return self.tool.kind
 

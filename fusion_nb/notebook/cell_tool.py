@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 
 from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
-from ..engine import CANCELLED, BoundTool, Call
+from ..engine import CANCELLED, BoundTool, Call, CallStatus
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -53,7 +53,7 @@ class CellTool:
         crash = widgets.crash_of(result)
         if isinstance(crash, Exception):
             raise crash.with_traceback(_tool_cell_frames(crash.__traceback__))
-        if result.error is not None and call.status == "cancelled" and result.error.code == CANCELLED:
+        if result.error is not None and call.status == CallStatus.CANCELLED and result.error.code == CANCELLED:
             raise self._host.quiet(result.error, await self._host.stopped_line(call))
         if result.error is not None:
             raise self._host.quiet(result.error)

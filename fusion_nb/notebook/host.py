@@ -54,10 +54,12 @@ from ..engine import (
     App,
     Call,
     CallResult,
+    CallStatus,
     InputChannel,
     InputRequest,
     ScriptedAnswers,
     Tool,
+    Verb,
     did_you_mean,
     use_presenter,
 )
@@ -251,7 +253,7 @@ class Host:
     def blocker(self, call: Call) -> Call | None:
         """The live call ``call`` queues behind: the oldest earlier call of the same mutation (one runs at a time)."""
         tool = call.tool
-        if tool is None or tool.verb != "mutation" or call.settled:
+        if tool is None or tool.verb != Verb.MUTATION or call.settled:
             return None
         earlier = (c for c in self.app.active_calls if c.tool is tool and c is not call)
         ahead = [c for c in earlier if c.started_at <= call.started_at]
@@ -259,7 +261,7 @@ class Host:
 
     def _waits_on_a_person(self, call: Call) -> bool:
         ahead = self.blocker(call)
-        return call.status == "waiting" or (ahead is not None and ahead.status == "waiting")
+        return call.status == CallStatus.WAITING or (ahead is not None and ahead.status == CallStatus.WAITING)
 
     def _page_connected(self) -> None:
         """A page connected: a cell awaiting a person's answer it may not show lets go (see the module doc)."""
@@ -285,7 +287,7 @@ class Host:
             self._let_go.discard(done)
         if call.result is not None:
             return call.result
-        waits = f"{call_label(call)} still waits" if call.status == "waiting" else f"{call_label(call)} waits"
+        waits = f"{call_label(call)} still waits" if call.status == CallStatus.WAITING else f"{call_label(call)} waits"
         raise self.quiet(
             LetGo(),
             f"Let go: {waits} for an answer, and a page connected to this kernel (a reload?) may not show its form; "
@@ -391,7 +393,9 @@ class Host:
 
     def _stopped_calls(self) -> list[str]:
         """The names of the running cell's calls an interrupt stopped, each once."""
-        names = [call.tool.name if call.tool else "?" for call in self.cell_calls if call.status == "cancelled"]
+        names = [
+            call.tool.name if call.tool else "?" for call in self.cell_calls if call.status == CallStatus.CANCELLED
+        ]
         names += [item.tool for item in self.interrupted if item.tool not in names]
         return list(dict.fromkeys(names))
 

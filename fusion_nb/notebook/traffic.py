@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import App, Call
+from ..engine import App, Call, CallStatus
 
 
 @dataclass
@@ -89,7 +89,7 @@ class TrafficLog:
                     add("←", "roots/list", "")
                 else:
                     add("←", "elicitation/create", f"{request.message!r} {_compact(request.schema)}")
-            elif request is None and state["request"] is not None and changed_call.status == "running":
+            elif request is None and state["request"] is not None and changed_call.status == CallStatus.RUNNING:
                 state["request"] = None
                 add("→", "elicitation answer", "answered")
             if changed_call.settled:
