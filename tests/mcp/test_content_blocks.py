@@ -18,12 +18,7 @@ from mcp import MCPError
 from fusion_nb import Audio, EmbeddedResource, Image
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def wire(result: Any) -> dict[str, Any]:

@@ -20,12 +20,7 @@ from fusion_nb import Fusion, ask, read_input, require_input
 from fusion_nb.engine import ScriptedAnswers
 from fusion_nb.mcp import mcp_server
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def sampling_app() -> Fusion:

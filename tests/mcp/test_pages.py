@@ -166,11 +166,8 @@ async def test_a_cursor_that_is_no_string_is_one_sentence_over_the_raw_pipe():
         await server.process.stdin.aclose()
 
 
+@pytest.mark.asyncio_only  # (uvicorn runs on asyncio)
 class TestHttp:
-    @pytest.fixture
-    def anyio_backend(self):
-        return "asyncio"  # uvicorn runs on asyncio
-
     @pytest.mark.parametrize("mode", ["legacy", "auto"])
     async def test_lists_are_paged_over_http_on_both_eras(self, mode):
         async with serve(paged_app(), page_size=10) as served, served.client(mode) as client:
