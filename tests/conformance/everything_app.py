@@ -14,27 +14,25 @@ from typing import Any
 
 import anyio
 
-from fusion_nb import Fusion, ToolError, ask, input_response, progress, read_input, require_input, respond
-from fusion_nb.engine import use_presenter
+from fusion_nb import (
+    Audio,
+    EmbeddedResource,
+    Fusion,
+    Image,
+    ToolError,
+    ask,
+    input_response,
+    progress,
+    read_input,
+    require_input,
+    respond,
+)
 
 # The reference server's 1x1 PNG and a minimal WAV header (the suite checks types and mime types).
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
 PNG_B64 = base64.b64encode(PNG).decode()
 WAV_B64 = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA="
-
-
-class Blocks:
-    """Content blocks given as they go on the wire: no public type for them yet (issue #46)."""
-
-    def __init__(self, *blocks: dict[str, Any]) -> None:
-        self.blocks = list(blocks)
-
-
-use_presenter(lambda value: (value.blocks, None) if isinstance(value, Blocks) else None)
-
-
-def embedded(uri: str, mime_type: str, text: str) -> dict[str, Any]:
-    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text}}
+WAV = base64.b64decode(WAV_B64)
 
 
 app = Fusion("fusion-nb-conformance", version="1.0.0")
@@ -48,26 +46,27 @@ async def simple_text(input: Any, ctx: Any) -> Any:
 
 @f.query("test_image_content").describe("Tests image content response").handle
 async def image_content(input: Any, ctx: Any) -> Any:
-    return Blocks({"type": "image", "data": PNG_B64, "mimeType": "image/png"})
+    return Image(PNG)
 
 
 @f.query("test_audio_content").describe("Tests audio content response").handle
 async def audio_content(input: Any, ctx: Any) -> Any:
-    return Blocks({"type": "audio", "data": WAV_B64, "mimeType": "audio/wav"})
+    return Audio(WAV)
 
 
 @f.query("test_embedded_resource").describe("Tests embedded resource content response").handle
 async def embedded_resource(input: Any, ctx: Any) -> Any:
-    return Blocks(embedded("test://embedded-resource", "text/plain", "This is an embedded resource content."))
+    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.")
 
 
 @f.query("test_multiple_content_types").describe("Tests response with text, image and resource").handle
 async def multiple_content_types(input: Any, ctx: Any) -> Any:
-    return Blocks(
-        {"type": "text", "text": "Multiple content types test:"},
-        {"type": "image", "data": PNG_B64, "mimeType": "image/png"},
-        embedded("test://mixed-content-resource", "application/json", json.dumps({"test": "data", "value": 123})),
-    )
+    data = json.dumps({"test": "data", "value": 123})
+    return [
+        "Multiple content types test:",
+        Image(PNG),
+        EmbeddedResource("test://mixed-content-resource", text=data, mime_type="application/json"),
+    ]
 
 
 @f.action("test_tool_with_logging").describe("Tests tool that emits log messages during execution").handle
@@ -127,11 +126,22 @@ async def elicitation_defaults(input: Any, ctx: Any) -> Any:
 @f.action("test_elicitation_sep1330_enums").describe("Tests elicitation with enum schemas").interactive().handle
 async def elicitation_enums(input: Any, ctx: Any) -> Any:
     if input_response("untitledSingle").action == "missing":
+        options = ["option1", "option2", "option3"]
+        titled = {"value1": "First Option", "value2": "Second Option", "value3": "Third Option"}
         return require_input.elicit(
             "Please select options from the enum fields",
-            {"untitledSingle": ask.enum(["option1", "option2", "option3"], "Select one option").optional()},
+            {
+                "untitledSingle": ask.enum(options, "Select one option").optional(),
+                "titledSingle": ask.enum(titled, "Select one option with titles").optional(),
+                "legacyEnum": ask.enum({"opt1": "Option One", "opt2": "Option Two", "opt3": "Option Three"})
+                .as_enum_names()
+                .optional(),
+                "untitledMulti": ask.choices(options, "Select multiple options").min(1).max(3).optional(),
+                "titledMulti": ask.choices(titled, "Select multiple options with titles").optional(),
+            },
         )
-    return f"Elicitation completed: untitledSingle={read_input('untitledSingle')}"
+    answer = input_response("untitledSingle")
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content or {})}"
 
 
 # 2026-07-28 multi-round input (SEP-2322), as far as fusion-nb offers it.
@@ -139,7 +149,7 @@ async def elicitation_enums(input: Any, ctx: Any) -> Any:
 async def mrtr_elicitation(input: Any, ctx: Any) -> Any:
     name = read_input("name")
     if name is None:
-        return require_input.elicit("What is your name?", {"name": ask.string("Your name")})
+        return require_input.elicit("What is your name?", {"name": ask.string("Your name")}, key="user_name")
     return f"Hello, {name}!"
 
 
@@ -180,6 +190,51 @@ async def missing_capability(input: Any, ctx: Any) -> Any:
     return "Success"
 
 
+@f.action("test_sampling").describe("Asks the client's model").with_string("prompt", "What to ask").handle
+async def sampling(input: Any, ctx: Any) -> Any:
+    reply = read_input("sample")
+    if reply is None:
+        return require_input.sample(input.prompt, max_tokens=100)
+    return f"LLM response: {reply['content'].get('text', '')}"
+
+
+@f.action("test_input_required_result_sampling").describe("MRTR: asks the client's model").handle
+async def mrtr_sampling(input: Any, ctx: Any) -> Any:
+    reply = read_input("capital_question")
+    if reply is None:
+        return require_input.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return reply["content"].get("text", "")
+
+
+@f.action("test_input_required_result_list_roots").describe("MRTR: asks for the client's roots").handle
+async def mrtr_list_roots(input: Any, ctx: Any) -> Any:
+    roots = read_input("client_roots")
+    if roots is None:
+        return require_input.roots(key="client_roots")
+    return "roots: " + ", ".join(root["uri"] for root in roots["roots"])
+
+
+@f.action("test_input_required_result_multiple_inputs").describe("MRTR: several requests at once").handle
+async def mrtr_multiple_inputs(input: Any, ctx: Any) -> Any:
+    if read_input("client_roots") is None:
+        return require_input.all(
+            require_input.elicit("What is your name?", {"name": ask.string("Your name")}, key="user_name"),
+            require_input.sample("Say hello", max_tokens=50, key="greeting"),
+            require_input.roots(key="client_roots"),
+            state={"asked": "all"},
+        )
+    return f"{read_input('name')}: {read_input('greeting')['content'].get('text', '')}"
+
+
+@app.prompt("test_input_required_result_prompt")
+def input_required_prompt() -> Any:
+    """A prompt that asks for context first (SEP-2322 on prompts/get)."""
+    context = read_input("context")
+    if context is None:
+        return require_input.elicit("What context should this prompt use?", {"context": ask.string("Context")})
+    return f"Prompt rendered with the caller-supplied context: {context}"
+
+
 # -- resources ---------------------------------------------------------------------------
 app.resource("test://static-text", "This is the content of the static text resource.", mime_type="text/plain")
 app.resource("test://static-binary", PNG, mime_type="image/png", description="A static binary resource (image)")
@@ -216,7 +271,7 @@ def prompt_with_arguments(arg1: str, arg2: str) -> Any:
 def prompt_with_embedded_resource(resourceUri: str) -> Any:
     """A prompt that includes an embedded resource."""
     return [
-        {"role": "user", "content": embedded(resourceUri, "text/plain", "Embedded resource content for testing.")},
+        {"role": "user", "content": EmbeddedResource(resourceUri, text="Embedded resource content for testing.")},
         {"role": "user", "content": "Please process the embedded resource above."},
     ]
 
@@ -225,7 +280,7 @@ def prompt_with_embedded_resource(resourceUri: str) -> Any:
 def prompt_with_image() -> Any:
     """A prompt that includes image content."""
     return [
-        {"role": "user", "content": {"type": "image", "data": PNG_B64, "mimeType": "image/png"}},
+        {"role": "user", "content": Image(PNG)},
         {"role": "user", "content": "Please analyze the image above."},
     ]
 
