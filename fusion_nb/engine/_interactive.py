@@ -22,7 +22,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._ask import AskField, fields_from_schema, form_schema, validate_form
-from ._errors import INVALID_INPUT, ToolError, bad_action, invalid_answer, no_way_to_ask, refused_again, rounds_exceeded
+from ._errors import (
+    INVALID_INPUT,
+    NoWayToAsk,
+    ToolError,
+    bad_action,
+    invalid_answer,
+    no_way_to_ask,
+    refused_again,
+    rounds_exceeded,
+)
 from ._signal import AbortSignal
 
 
@@ -411,6 +420,8 @@ async def with_input(
         if noun == "Tool" or not error.message.startswith(said):
             raise
         message = f'{noun} "{name}"' + error.message[len(said) :]
+        if isinstance(error, NoWayToAsk):
+            raise NoWayToAsk(error.kind, message, error.recovery or "") from None
         raise ToolError(error.code, message, recovery=error.recovery, details=error.details) from None
 
 

@@ -27,7 +27,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -40,6 +40,7 @@ from ..engine import (
     InputRequest,
     InputResponse,
     NoChannel,
+    NoWayToAsk,
     ToolError,
     validation_sentence,
 )
@@ -215,6 +216,25 @@ class LiveElicitation(InputChannel):
 
 
 _HANDLERS = {"elicit": "elicitation", "url": "elicitation", "sample": "sampling", "roots": "roots"}
+
+
+#: what a client must declare to answer each kind of engine request, as ``requiredCapabilities`` says it
+_REQUIRED = {
+    "elicit": {"elicitation": {"form": {}}},
+    "url": {"elicitation": {"url": {}}},
+    "sample": {"sampling": {}},
+    "roots": {"roots": {}},
+}
+
+
+def missing_capability(error: Any) -> MCPError | None:
+    """2026 (SEP-2575): a request that needs what the client did not declare is ``-32021`` naming it,
+    not a result (a 2025 caller keeps the ``ELICITATION_UNSUPPORTED`` result); ``None`` for other errors."""
+    if not isinstance(error, NoWayToAsk):
+        return None
+    required = _REQUIRED.get(error.kind, _REQUIRED["elicit"])
+    sentence = f"{error.message} {error.recovery or ''}".strip()
+    return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, sentence, data={"requiredCapabilities": required})
 
 
 def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -753,19 +753,21 @@ async def test_a_modern_input_request_is_only_in_a_mode_the_client_declared(
 ):
     """The spec: servers MUST NOT send elicitation in a mode the client did not declare; a bare ``{}`` is form.
 
-    Without a fitting mode the tool fails at once with the same ``ELICITATION_UNSUPPORTED`` a 2025
-    client gets (issue 23: a form-only client was sent a URL-mode input request).
+    Without a fitting mode the call fails at once (issue 23: a form-only client was sent a URL-mode
+    input request): ``-32021`` with HTTP 400, naming the mode it needs (SEP-2575).
     """
     meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": elicitation}}
     arguments = {"id": "inv-1"} if tool == "billing.refund" else {}
     body = modern_request("tools/call", 1, meta, name=tool, arguments=arguments)
-    result = answer(await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool)))[
-        "result"
-    ]
+    response = await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool))
     if asked_mode is None:
-        assert result["resultType"] == "complete" and result["isError"] is True, result
-        assert result["content"][0]["text"].startswith(f'[ELICITATION_UNSUPPORTED] Tool "{tool}" needs input')
+        error = answer(response)["error"]
+        needed = "url" if tool == "connect" else "form"
+        assert response.status_code == 400 and error["code"] == -32021, error
+        assert error["data"] == {"requiredCapabilities": {"elicitation": {needed: {}}}}
+        assert error["message"].startswith(f'Tool "{tool}" needs input')
     else:
+        result = answer(response)["result"]
         assert result["resultType"] == "input_required", result
         (asked,) = result["inputRequests"].values()
         assert asked["params"].get("mode", "form") == asked_mode

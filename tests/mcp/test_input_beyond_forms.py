@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from eras import ERAS, client_for
+from eras import ERAS, client_for, refused_for_capability
 from http_serving import serve
 from mcp import MCPError, types
 
@@ -86,16 +86,14 @@ async def test_a_tool_asks_the_clients_model_and_roots_over_http(mode):
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_client_that_declared_neither_is_told_in_one_sentence(era):
     app = sampling_app()
+    modern = era != "2025-memory"  # (2026: -32021 naming the capability, SEP-2575)
     async with client_for(mcp_server(app), era) as client:
-        summary = await client.call_tool("summarise", {"text": "x"})
-        where = await client.call_tool("workspace", {})
-    assert summary.is_error and summary.content[0].text.startswith(
-        "[ELICITATION_UNSUPPORTED] Tool \"summarise\" asks the client's model ('Summarise: x') "
-        "but this caller declared no sampling."
+        summary = await refused_for_capability(client.call_tool("summarise", {"text": "x"}), modern, {"sampling": {}})
+        where = await refused_for_capability(client.call_tool("workspace", {}), modern, {"roots": {}})
+    assert summary.startswith(
+        "Tool \"summarise\" asks the client's model ('Summarise: x') but this caller declared no sampling."
     )
-    assert where.is_error and where.content[0].text.startswith(
-        '[ELICITATION_UNSUPPORTED] Tool "workspace" asks for the client\'s roots but this caller declared no roots.'
-    )
+    assert where.startswith('Tool "workspace" asks for the client\'s roots but this caller declared no roots.')
     await app.aclose()
 
 
@@ -175,10 +173,8 @@ async def test_a_2026_client_gets_every_request_of_the_round_at_once():
 async def test_a_round_with_a_request_the_client_cannot_answer_fails_at_once(era):
     app = several_app()
     async with client_for(mcp_server(app), era, elicitation_callback=person, list_roots_callback=roots) as client:
-        result = await client.call_tool("plan", {})
-    assert result.is_error and "asks the client's model ('Name the sprint') but this caller declared no sampling" in (
-        result.content[0].text
-    )
+        said = await refused_for_capability(client.call_tool("plan", {}), era != "2025-memory", {"sampling": {}})
+    assert "asks the client's model ('Name the sprint') but this caller declared no sampling" in said
     await app.aclose()
 
 
@@ -289,6 +285,8 @@ async def test_a_caller_without_elicitation_is_told_in_one_sentence(era):
         "Prompt \"review\" needs input ('What context for q3?') but this caller has no way to ask for it."
     )
     assert str(read.value).startswith("Resource \"notes://{name}\" needs input ('Open the notes of ada?')")
+    code = -32021 if era != "2025-memory" else -32602  # (2026: the capability it needs is named, SEP-2575)
+    assert prompt.value.error.code == read.value.error.code == code
     await app.aclose()
 
 
