@@ -457,7 +457,13 @@ async def test_a_thousand_tasks_across_two_workers_are_all_collected(tmp_path, r
         assert all(task["status"] == "completed" for task in results.values())
         assert {pid_in(task["result"]) for task in results.values()} == pids  # both workers ran some
         session = await Legacy(http, b.url).open()
-        listed = {task["taskId"] for task in (await session.request("tasks/list"))["tasks"]}
+        listed: set[str] = set()
+        page = await session.request("tasks/list")
+        while True:  # (tasks/list is paged: 100 a page by default)
+            listed |= {task["taskId"] for task in page["tasks"]}
+            if not page.get("nextCursor"):
+                break
+            page = await session.request("tasks/list", cursor=page["nextCursor"])
         assert set(ids) <= listed  # none lost: every one is in the store, seen from one worker
         assert elapsed < 150  # ~60 s is the aim on a loaded 2-core box; the bound catches a hang
 

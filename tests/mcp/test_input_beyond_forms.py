@@ -263,7 +263,7 @@ async def test_a_2026_prompt_returns_the_question_and_resumes_from_the_retry():
     async with client_for(mcp_server(app), "2026-direct", elicitation_callback=answering) as client:
         first = await client.session.get_prompt("review", {"topic": "q3"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
-        assert first.request_state and "q3" not in first.request_state  # sealed
+        assert first.request_state.startswith("v1.")  # sealed (the plaintext would be JSON: {"v": 1, ...})
         answer = {"context": types.ElicitResult(action="accept", content={"context": "fine"})}
         done = await client.session.get_prompt(
             "review", {"topic": "q3"}, input_responses=answer, request_state=first.request_state

@@ -28,7 +28,7 @@ async def test_load_is_idempotent_and_tools_of_every_kind_are_callable(kernel):
     cell = await kernel.run("print(await greet(), await math_add(a=40), await count(n=3), await sync_steps())")
     assert cell.stdout.strip() == "hello greet 42 counted True"
     listing = await kernel.run(
-        "import fusion_nb\nprint([(t.name, t.kind, t.description) for t in fusion_nb.default_app.tools])"
+        "import fusion_nb\nprint([(t.name, str(t.kind), t.description) for t in fusion_nb.default_app.tools])"
     )
     assert (
         listing.stdout.strip()
