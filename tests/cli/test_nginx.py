@@ -14,7 +14,7 @@ import signal
 import anyio
 import httpx
 import pytest
-from mcp import types
+from mcp import MCPError, types
 from nginx import behind_nginx
 from served import served
 
@@ -108,14 +108,15 @@ async def test_a_foreign_key_refuses_the_state(tmp_path):
 
         async with a.client(elicitation_callback=unused) as on_a, other.client(elicitation_callback=unused) as on_other:
             first = await on_a.session.call_tool("two.rounds", {}, allow_input_required=True)
-            refused = await on_other.session.call_tool(
-                "two.rounds",
-                {},
-                input_responses={"first": types.ElicitResult(action="accept", content={"first": "x"})},
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
-    assert refused.is_error  # a worker without the shared key cannot open the state
+            with pytest.raises(MCPError) as refused:  # a worker without the shared key cannot open the state
+                await on_other.session.call_tool(
+                    "two.rounds",
+                    {},
+                    input_responses={"first": types.ElicitResult(action="accept", content={"first": "x"})},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+    assert refused.value.error.code == types.INVALID_PARAMS and "belongs to another call" in str(refused.value)
 
 
 async def test_progress_streams_through_nginx(tmp_path):

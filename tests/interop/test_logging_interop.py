@@ -17,7 +17,7 @@ from node_clients import HERE
 
 from fusion_nb import Fusion
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 def logging_app() -> Fusion:

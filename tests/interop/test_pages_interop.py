@@ -20,7 +20,7 @@ from stdio_serving import HERE as MCP_TESTS
 from stdio_serving import REPO, StdioCommand
 from test_interop import inspector, run_node
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 COUNTS = {"tools": 25, "resources": 12, "resourceTemplates": 12, "prompts": 12}
 
