@@ -602,11 +602,11 @@ def _bridge_server(relay: _Relay) -> Any:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         forwarded = _Forwarded(ctx, params.name)
-        async with _forwarding(forwarded):
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return await _modern_call(relay, ctx, params)
-            progress = ProgressRelay(ctx.session.report_progress)
-            try:
+        try:
+            async with _forwarding(forwarded):
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    return await _modern_call(relay, ctx, params)
+                progress = ProgressRelay(ctx.session.report_progress)
                 result = await relay.forward(
                     lambda: relay.client.call_tool(
                         params.name, params.arguments, progress_callback=progress.on_progress
@@ -614,9 +614,15 @@ def _bridge_server(relay: _Relay) -> Any:
                 )
                 await progress.finish()  # the last value reaches the host before the result
                 return result
-            except MCPError:
-                if forwarded.failure is None:
-                    raise  # the upstream's own error, with its code
+        except MCPError as exc:
+            if forwarded.failure is None and exc.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                from ..engine import ELICITATION_UNSUPPORTED, ToolError
+
+                # the 2026 upstream's refusal of what this 2025 host did not declare: the result it gets direct
+                message, _, recovery = exc.error.message.partition(" Recovery: ")
+                forwarded.failure = ToolError(ELICITATION_UNSUPPORTED, message, recovery=recovery or None)
+            if forwarded.failure is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                raise  # the upstream's own error, with its code
         # asking the host failed: the result the upstream gives a client whose handler fails
         from ..engine import CallResult
         from ..mcp.convert import result_to_wire
@@ -668,8 +674,15 @@ def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[
 
     async def forwarded(ctx: Any, request: Callable[[], Awaitable[Any]], what: str = "") -> Any:
         relay.remember(ctx.session)
-        async with _forwarding(_Forwarded(ctx, what)):
-            return await relay.forward(request)
+        try:
+            async with _forwarding(_Forwarded(ctx, what)):
+                return await relay.forward(request)
+        except MCPError as exc:
+            modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if exc.error.code != types.MISSING_REQUIRED_CLIENT_CAPABILITY or modern:
+                raise
+            said = " ".join(exc.error.message.partition(" Recovery: ")[::2]).strip()
+            raise MCPError(types.INVALID_PARAMS, said) from None  # what a 2025 client gets direct
 
     def cursor(params: types.PaginatedRequestParams | None) -> str | None:
         return params.cursor if params else None

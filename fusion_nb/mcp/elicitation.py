@@ -233,7 +233,7 @@ def missing_capability(error: Any) -> MCPError | None:
     if not isinstance(error, NoWayToAsk):
         return None
     required = _REQUIRED.get(error.kind, _REQUIRED["elicit"])
-    sentence = f"{error.message} {error.recovery or ''}".strip()
+    sentence = f"{error.message} Recovery: {error.recovery}" if error.recovery else error.message
     return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, sentence, data={"requiredCapabilities": required})
 
 

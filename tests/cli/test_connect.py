@@ -83,9 +83,9 @@ async def test_progress_cancellation_and_elicitation_pass_through(era, tmp_path)
 
 @pytest.mark.parametrize("era", list(MODES))
 async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_a_traceback(era, tmp_path):
-    """Issue 23, item 2: a host without elicitation gets the server's ELICITATION_UNSUPPORTED (2026: not an
-    InputRequiredResult it never asked for); a 2025 host whose handler fails gets ELICITATION_FAILED, not
-    ``code 0``; the bridge writes no traceback."""
+    """Issue 23, item 2: a host without elicitation gets what it gets direct (2025: ELICITATION_UNSUPPORTED;
+    2026: -32021, not an InputRequiredResult it never asked for); a 2025 host whose handler fails gets
+    ELICITATION_FAILED, not ``code 0``; the bridge writes no traceback."""
     from mcp.client.stdio import stdio_client
 
     async def broken(context, params):
@@ -96,7 +96,11 @@ async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_
         params = bridged(server.url, server.token, era).server
         with errlog.open("w") as stderr:
             async with Client(stdio_client(params, errlog=stderr), mode=MODES[era]) as plain:
-                unsupported = await plain.call_tool("two.rounds", {})
+                if era == "2025":
+                    unsupported = await plain.call_tool("two.rounds", {})
+                else:  # SEP-2575: -32021 naming what the host did not declare, as direct
+                    with pytest.raises(MCPError) as refused:
+                        await plain.call_tool("two.rounds", {})
             host_transport = stdio_client(params, errlog=stderr)
             async with Client(host_transport, mode=MODES[era], elicitation_callback=broken) as host:
                 if era == "2025":
@@ -105,13 +109,16 @@ async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_
                     with pytest.raises(BaseExceptionGroup) as local:  # the SDK client's own task group
                         await host.call_tool("two.rounds", {})
                     assert local.group_contains(RuntimeError, match="form renderer crashed", depth=None)
-    assert unsupported.is_error
-    assert unsupported.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "two.rounds" needs input')
     if era == "2025":
+        assert unsupported.is_error
+        assert unsupported.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "two.rounds" needs input')
         assert failed.is_error, failed
         text = failed.content[0].text
         assert text.startswith('[ELICITATION_FAILED] Tool "two.rounds" asked for input and the client'), text
         assert "form renderer crashed" in text
+    else:
+        assert refused.value.error.code == -32021 and str(refused.value).startswith('Tool "two.rounds" needs input')
+        assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
     assert "Traceback" not in errlog.read_text()
 
 
@@ -717,12 +724,22 @@ async def test_the_bridge_carries_the_upstreams_identity_resources_and_prompts(e
         cities = (await client.read_resource("data://cities")).contents[0]
         assert "Oslo" in cities.text
         assert (await client.read_resource("data://weather/Lima")).contents[0].text == "sunny in Lima"
-        assert [p.name for p in (await client.list_prompts()).prompts] == ["forecast"]
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["forecast", "briefing"]
         prompt = await client.get_prompt("forecast", {"city": "Oslo"})
         assert prompt.messages[0].content.text == "Write a forecast for Oslo."
         with pytest.raises(MCPError) as unknown:
             await client.read_resource("data://nowhere")
         assert "nowhere" in unknown.value.error.message
+        with pytest.raises(MCPError) as unasked:  # a host without elicitation: what it gets direct
+            await client.get_prompt("briefing", {})
+    said = "Prompt \"briefing\" needs input ('Which region?') but this caller has no way to ask for it."
+    if era == "2025":
+        assert unasked.value.error.code == -32602 and unasked.value.error.message == (
+            said + " Call it from a client that supports elicitation, or give scripted answers."
+        )
+    else:
+        assert unasked.value.error.code == -32021, unasked.value.error
+        assert unasked.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
 @pytest.mark.parametrize("era", list(MODES))

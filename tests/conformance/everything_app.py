@@ -176,17 +176,20 @@ async def mrtr_tampered_state(input: Any, ctx: Any) -> Any:
     return "state verified"
 
 
-@f.action("test_input_required_result_capabilities").describe("MRTR: needs elicitation").interactive().handle
+@f.action("test_input_required_result_capabilities").describe("MRTR: a person, else the model").interactive().handle
 async def mrtr_capabilities(input: Any, ctx: Any) -> Any:
-    if read_input("name") is None:
-        return require_input.elicit("What is your name?", {"name": ask.string("Your name")})
-    return f"Hello, {read_input('name')}!"
+    if read_input("name") is None and read_input("guess") is None:
+        return require_input.first(
+            require_input.elicit("What is your name?", {"name": ask.string("Your name")}),
+            require_input.sample("Suggest a name", max_tokens=20, key="guess"),
+        )
+    return f"Hello, {read_input('name') or read_input('guess')['content'].get('text', '')}!"
 
 
-@f.action("test_missing_capability").describe("Needs elicitation the client may lack").interactive().handle
+@f.action("test_missing_capability").describe("Needs the client's model").interactive().handle
 async def missing_capability(input: Any, ctx: Any) -> Any:
-    if read_input("name") is None:
-        return require_input.elicit("What is your name?", {"name": ask.string("Your name")})
+    if read_input("sample") is None:
+        return require_input.sample("Say hello", max_tokens=20)
     return "Success"
 
 

@@ -38,19 +38,29 @@ async def modes(node: str, sdk: str, *target: str, env: dict[str, str] | None = 
     return json.loads(await run_node(node, str(HERE / "modes.mjs"), sdk, *target, env=env))
 
 
+def refused(seen: dict, sdk: str, mode: str, sentence: str) -> None:
+    """A question the client cannot answer: 2025 an ``ELICITATION_UNSUPPORTED`` result, 2026 (SEP-2575)
+    ``-32021`` naming the elicitation mode it lacks."""
+    if sdk == "v1":
+        assert seen["isError"] and seen["text"].startswith(UNSUPPORTED + sentence), seen
+    else:
+        assert seen["code"] == -32021 and sentence in seen["thrown"], seen
+        assert seen["required"] == {"elicitation": {mode: {}}}, seen
+
+
 def check_direct(seen: dict, sdk: str) -> None:
     """What a client declaring each capability must get from the server itself."""
     refunded = {"isError": False, "text": "refunded inv-7"}
     connected = {"isError": False, "text": "connected"}
     for case in ("none", "form", "url", "bare", "both"):
         assert seen[case]["client"] == f"fusion-nb-modes-{sdk}", seen[case]
-    assert seen["none"]["form"]["text"].startswith(UNSUPPORTED + 'Tool "billing.refund" needs input')
-    assert seen["none"]["url"]["text"].startswith(UNSUPPORTED + 'Tool "connect" needs input')
+    refused(seen["none"]["form"], sdk, "form", 'Tool "billing.refund" needs input')
+    refused(seen["none"]["url"], sdk, "url", 'Tool "connect" needs input')
     assert seen["form"]["form"] == refunded and seen["bare"]["form"] == refunded
     # issue 23, item 1: a URL request to a client that declared form only (or a bare {}), and the reverse
     for case in ("form", "bare"):
-        assert seen[case]["url"]["isError"] and seen[case]["url"]["text"].startswith(UNSUPPORTED), seen[case]
-    assert seen["url"]["form"]["isError"] and seen["url"]["form"]["text"].startswith(UNSUPPORTED), seen["url"]
+        refused(seen[case]["url"], sdk, "url", 'Tool "connect" needs input')
+    refused(seen["url"]["form"], sdk, "form", 'Tool "billing.refund" needs input')
     assert seen["url"]["url"] == connected and seen["both"]["url"] == connected and seen["both"]["form"] == refunded
     assert seen["form"]["asked"] == ["form"] and seen["url"]["asked"] == ["url"]
     throws = seen["throws"]

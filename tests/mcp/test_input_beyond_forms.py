@@ -309,3 +309,75 @@ async def test_a_form_request_may_name_its_key_on_the_2026_wire():
         )
     assert done.content[0].text == "hello Ada"
     await app.aclose()
+
+
+def first_app() -> Fusion:
+    """A tool and a prompt that ask a person if the caller can, else the client's model."""
+    app = Fusion("asks-whoever-can")
+
+    def name_or_guess() -> Any:
+        return require_input.first(
+            require_input.elicit("Your name?", {"name": ask.string("Name")}),
+            require_input.sample("Suggest a name", max_tokens=50, system_prompt="Be brief.", key="guess"),
+        )
+
+    def named() -> str | None:
+        guess = read_input("guess")
+        return read_input("name") or (guess["content"]["text"] if guess is not None else None)
+
+    @app.f.action("greet").handle
+    async def greet(input: Any, ctx: Any) -> Any:
+        return name_or_guess() if named() is None else f"hello {named()}"
+
+    @app.prompt("letter", description="A letter to whoever is named.")
+    def letter() -> Any:
+        return name_or_guess() if named() is None else f"Dear {named()},"
+
+    return app
+
+
+async def naming(context: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("declared", "name"),
+    [
+        ({"elicitation_callback": naming, "sampling_callback": model}, "Ada"),
+        ({"sampling_callback": model}, "SUGGEST A NAME"),
+    ],
+)
+async def test_the_first_request_the_caller_can_answer_is_asked(era, declared, name):
+    app = first_app()
+    async with client_for(mcp_server(app), era, **declared) as client:
+        greeting = await client.call_tool("greet", {})
+        letter = await client.get_prompt("letter", {})
+    assert greeting.content[0].text == f"hello {name}" and letter.messages[0].content.text == f"Dear {name},"
+    await app.aclose()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_caller_that_can_answer_none_of_the_choices_is_refused_for_the_first(era):
+    app = first_app()
+    async with client_for(mcp_server(app), era, list_roots_callback=roots) as client:
+        said = await refused_for_capability(
+            client.call_tool("greet", {}), era != "2025-memory", {"elicitation": {"form": {}}}
+        )
+    assert said.startswith("Tool \"greet\" needs input ('Your name?') but this caller has no way to ask for it.")
+    await app.aclose()
+
+
+async def test_a_person_is_asked_the_first_choice_only():
+    app = first_app()
+    seen = []
+
+    def answer(request: Any) -> Any:
+        seen.append(request.kind)
+        return {"name": "Grace"}
+
+    result = await app.run(app.request("greet", channel=ScriptedAnswers(answer)))
+    assert result.value == "hello Grace" and seen == ["elicit"]
+    with pytest.raises(ValueError, match=r"require_input\.first needs one or more"):
+        require_input.first(require_input.all(require_input.roots()))
+    await app.aclose()
