@@ -313,7 +313,14 @@ async def protocol_error_job(input: Any, ctx: Any) -> Any:
     raise RuntimeError("protocol_error_job crashed on purpose")
 
 
-@f.action("confirm_delete").describe("Task-supporting: asks once.").interactive().task(mode="optional").handle
+@(
+    f.action("confirm_delete")
+    .describe("Task-supporting: asks once.")
+    .with_string("filename", "The file to delete")
+    .interactive()
+    .task(mode="optional")
+    .handle
+)
 async def confirm_delete(input: Any, ctx: Any) -> Any:
     if read_input("confirm") is None:
         return require_input.elicit("Delete the file?", {"confirm": ask.boolean("Delete")})
