@@ -493,9 +493,10 @@ class Runner:
         """Ask the channel for the answers, re-asking invalid ones where it can.
 
         The parts of ``require_input.all`` are one round: each asked in turn, or, when the
-        channel defers to its client, all of them deferred together (each one it can answer).
+        channel defers to its client, all of them deferred together (each one it can answer),
+        or asked together of a channel that ``asks_together`` (an MCP task's ``inputRequests``).
         """
-        if not request.parts:
+        if not request.parts or self.channel.asks_together:
             return await self._ask(request, rounds, request)
         answers = {}
         for index, part in enumerate(request.parts):

@@ -206,10 +206,11 @@ def detailed_task(task: Task, tasks: Tasks) -> dict[str, Any]:
         wire["error"] = _protocol_error(task)
     elif task.final and task.status != TaskStatus.CANCELLED:
         wire["result"] = _call_result(task, tasks, modern=True)
-    question = task.question
-    if task.status == TaskStatus.INPUT_REQUIRED and question is not None:
-        request = question.request
-        wire["inputRequests"] = {request.key: {"method": "elicitation/create", "params": _elicitation(request, None)}}
+    pending = task.pending if task.status == TaskStatus.INPUT_REQUIRED else []
+    if pending:  # (several at once for ``require_input.all``; an answered one leaves the map)
+        wire["inputRequests"] = {
+            request.key: {"method": "elicitation/create", "params": _elicitation(request, None)} for request in pending
+        }
     return wire
 
 
@@ -440,7 +441,8 @@ class TaskWire:
                 question = task.question
                 if question is not None and question is not asked:  # (an invalid answer is asked anew)
                     asked = question
-                    await self._ask(ctx, task, question.request)
+                    for request in task.pending:  # (the parts of ``require_input.all`` one after the other)
+                        await self._ask(ctx, task, request)
                 else:
                     await task.wait_change()
         result = _call_result(task, self.tasks, modern=False)
@@ -509,7 +511,7 @@ class TaskWire:
                 'tasks/update needs params.inputResponses, an object such as {"confirm": {"action": "accept", '
                 f'"content": {{...}}}}; got {responses!r:.60}.'
             )
-        waiting = {task.question.request.key} if task.question is not None else set()
+        waiting = {request.key for request in task.pending}
         for key, answer in responses.items():
             if key not in waiting:
                 continue

@@ -54,7 +54,6 @@ GAPS: dict[str, str] = {
     "2026-07-28 tasks-mrtr-composition:sep-2663-mrtr-synchronous-before-task-creation": (
         _TASKS + ": a required task tool that asks for input creates the task first (no InputRequiredResult round)"
     ),
-    "2026-07-28 tasks-mrtr-input:tasks-mrtr-partial-fulfillment": _TASKS + ": one input request per round",
 }
 
 

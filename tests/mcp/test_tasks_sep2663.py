@@ -4,7 +4,7 @@ A request without the extension gets ``-32021`` naming it (a required task tool,
 ``tasks/get``, ``update``, ``cancel``); ``tasks/list`` and ``tasks/result`` do not exist
 on 2026 (``-32601``); ``Mcp-Name`` must name the task; ``tasks/update`` acknowledges
 what the task does not wait on; a crashed handler ends ``failed`` with an inlined
-error.
+error; ``require_input.all`` parks a task on several input requests answered one by one.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from eras import client_for
 from http_serving import http_client, serve
 from mcp import types
 from mcp.shared.exceptions import MCPError
+from raw_peer import raw_peer
 from tasks_client import EXTENSION, DetailedTask, Tasks, UpdateParams, UpdateTask
 
 from fusion_nb import Fusion, ToolError, ask, read_input, require_input
-from fusion_nb.engine import tasks_of
+from fusion_nb.engine import InputResponse, Task, TaskRecord, tasks_of
 from fusion_nb.mcp import mcp_server
 from fusion_nb.mcp.http import SINGLE_TOKEN_CLIENT
 
@@ -62,11 +63,6 @@ def sep_app() -> Fusion:
                 require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")}, key="go"),
             )
         return f"{read_input('name')} go={read_input('go')}"
-
-    @app.f.action("named").interactive().task("required", poll_interval=0.05).handle
-    async def named(input, ctx):
-        name = read_input("name")
-        return f"Hello, {name}!" if name is not None else require_input.elicit("Name?", {"name": ask.string("Name")})
 
     return app
 
@@ -184,6 +180,58 @@ async def test_a_crashed_handler_ends_failed_with_an_inlined_error_and_a_tool_er
     assert completed.status == "completed" and completed.error is None
     assert completed.result is not None and completed.result["isError"] is True
     assert refused.is_error and refused.content[0].text == "[NOT_TODAY] Refused on purpose."
+    await app.aclose()
+
+
+async def test_several_input_requests_park_a_task_together_and_are_answered_one_by_one():
+    app, tasks = sep_app(), Tasks()
+    async with (
+        client_for(
+            mcp_server(app), "2026-stream", extensions=[tasks], elicitation_callback=declares_elicitation
+        ) as client,
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(client.call_tool, "both", {})
+        task_id = await tasks.started()
+        parked = await until(client.session, task_id, "input_required")
+        assert list(parked.input_requests or {}) == ["name", "go"]
+        # (as the conformance suite does, the answer carries both forms' fields: a key its form lacks is dropped)
+        both = {"name": "Ada", "go": False}
+        await update(client.session, task_id, {"name": {"action": "accept", "content": both}})
+        left = await get(client.session, task_id)
+        assert left.status == "input_required" and list(left.input_requests or {}) == ["go"]
+        await update(client.session, task_id, {"go": {"action": "accept", "content": {"go": True}}})
+        done = await until(client.session, task_id, "completed")
+    assert done.result is not None and done.result["content"][0]["text"] == "Ada go=True"
+    await app.aclose()
+
+
+async def test_several_input_requests_are_asked_one_after_the_other_on_2025():
+    app, asked = sep_app(), []
+
+    def person(method, params):
+        asked.append(params["message"])
+        return {"action": "accept", "content": {"name": "Ada"} if "name" in params["message"] else {"go": True}}
+
+    async with raw_peer(mcp_server(app), person, elicitation={"form": {}}) as peer:
+        created = await peer.request("tools/call", {"name": "both", "arguments": {}, "task": {"ttl": 60_000}})
+        final = await peer.request("tasks/result", {"taskId": created["task"]["taskId"]})
+    assert asked == ["Your name?", "Go ahead?"] and final["content"] == [{"type": "text", "text": "Ada go=True"}]
+    await app.aclose()
+
+
+async def test_a_shared_record_keeps_the_parts_and_the_answers_of_a_question():
+    app = sep_app()
+    task = tasks_of(app).create(None, "both", {})
+    with anyio.fail_after(10):
+        while task.status != "input_required":
+            await task.wait_change()
+    answer = InputResponse("accept", {"name": "Ada"})
+    assert tasks_of(app).answer(None, task.id, "name", answer) is None  # one part of two answered
+    record = TaskRecord.from_json(TaskRecord.of(task, "w1").to_json())
+    copy = Task.copy_of(record, lambda task: anyio.sleep(0))  # (another worker's view of it)
+    assert [request.key for request in copy.pending] == ["go"] and copy.status == "input_required"
+    tasks_of(app).cancel(None, task.id)
     await app.aclose()
 
 
