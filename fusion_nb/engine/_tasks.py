@@ -476,17 +476,21 @@ class Tasks:
         ttl: float | None = None,
         request_info: Any = None,
         can_answer: Callable[[InputRequest], bool] = lambda request: True,
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         """Start ``name`` as a task of ``owner`` and return it at once (its call runs detached).
 
         ``ttl`` (seconds) is what the client asked for; the tool's own ttl is the most it
         gets. Raises ``ToolError``: ``SERVER_BUSY`` beyond the bounds, ``INVALID_INPUT``
         for a ttl out of range. A call refused before it runs (unknown tool, invalid
-        arguments) still makes a task, already final, whose result says why.
+        arguments) still makes a task, already final, whose result says why. ``resume`` and
+        ``response`` continue a call whose first rounds of input were asked without a task
+        (a continuation and its answer, as ``App.request`` takes them).
         """
         self.sweep()
         self._check_bounds(name, self.store.count(), self.store.count(owner))
-        return self._create(owner, name, args, ttl, request_info, can_answer)
+        return self._create(owner, name, args, ttl, request_info, can_answer, resume, response)
 
     def _check_bounds(self, name: str, total: int, mine: int) -> None:
         if total >= self.max_total:
@@ -512,6 +516,8 @@ class Tasks:
         ttl: float | None,
         request_info: Any,
         can_answer: Callable[[InputRequest], bool],
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         tool = self.app.get(name)
         options: TaskOptions = (tool.task if tool is not None else None) or TaskOptions()
@@ -519,7 +525,8 @@ class Tasks:
         task = Task(secrets.token_urlsafe(24), owner, name, args, kept, options.poll_interval, self.clock())
         self.store.put(task)
         heapq.heappush(self._expiry, (task.expires_at, next(self._order), task.id))
-        task.call = call = _start_call(self.app, task, name, args, request_info, _TaskChannel(task, can_answer))
+        channel = _TaskChannel(task, can_answer)
+        task.call = call = _start_call(self.app, task, name, args, request_info, channel, resume, response)
         if not call.settled:
             timer = current_backend().call_later(max(0.0, task.expires_at - self.clock()), lambda: self._at_ttl(task))
             call.watch(lambda changed: timer.cancel() if changed.settled else None)
@@ -625,14 +632,19 @@ class Tasks:
         ttl: float | None = None,
         request_info: Any = None,
         can_answer: Callable[[InputRequest], bool] = lambda request: True,
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         """``create``, bounded across workers and visible to all of them before its id is returned."""
         shared = self.shared
-        if shared is None:
-            return self.create(owner, name, args, ttl=ttl, request_info=request_info, can_answer=can_answer)
         self.sweep()
-        self._check_bounds(name, await shared.count(), await shared.count(owner))
-        task = self._create(owner, name, args, ttl, request_info, can_answer)
+        if shared is not None:
+            self._check_bounds(name, await shared.count(), await shared.count(owner))
+        else:
+            self._check_bounds(name, self.store.count(), self.store.count(owner))
+        task = self._create(owner, name, args, ttl, request_info, can_answer, resume, response)
+        if shared is None:
+            return task
         try:
             await shared.add(task)
         except BaseException:
@@ -753,7 +765,14 @@ class Tasks:
 
 
 def _start_call(
-    app: App, task: Task, name: str, args: Mapping[str, Any] | None, request_info: Any, channel: InputChannel
+    app: App,
+    task: Task,
+    name: str,
+    args: Mapping[str, Any] | None,
+    request_info: Any,
+    channel: InputChannel,
+    resume: Mapping[str, Any] | None = None,
+    response: InputResponse | None = None,
 ) -> Call:
     """The one place a task's call is started (detached: it outlives the request that made the task)."""
 
@@ -761,7 +780,16 @@ def _start_call(
         if event.message and not task.final:
             task._update(task.status, event.message)
 
-    call = app.start(app.request(name, args, on_progress=on_progress, request_info=request_info, channel=channel))
+    request = app.request(
+        name,
+        args,
+        on_progress=on_progress,
+        request_info=request_info,
+        channel=channel,
+        resume=resume,
+        response=response,
+    )
+    call = app.start(request)
     if call.settled:
         _settled(task, call)
     else:

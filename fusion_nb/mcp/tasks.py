@@ -11,7 +11,8 @@
   says): advertised in ``server/discover``; a task only when the request's own client
   capabilities carry the extension (``tasks/*`` without it: ``-32021``; ``tasks/list``
   and ``tasks/result`` do not exist); a flat ``CreateTaskResult`` (``resultType:
-  "task"``); ``tasks/get`` inlines the result, the error of a protocol-level failure or the input
+  "task"``), after an ``InputRequiredResult`` round for a required interactive tool;
+  ``tasks/get`` inlines the result, the error of a protocol-level failure or the input
   requests; ``tasks/update`` carries answers, and acknowledges the rest; ``tasks/cancel``
   acknowledges; ``Mcp-Name`` names the task.
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
@@ -53,7 +54,7 @@ from ..engine._jobs import started_content, started_sentence, task_owner
 from ..engine._tasks import MAX_TTL
 from ._sdk import principal_of
 from .convert import result_to_wire
-from .elicitation import declared_modes, form_schema, mode_of
+from .elicitation import declared_modes, form_schema, mode_of, resumption
 from .options import TASK_PAGE_SIZE
 from .pages import Cursors
 
@@ -271,6 +272,16 @@ def requested_ttl(name: str, task_param: object) -> float | None:
     return ttl / 1000
 
 
+def _resumed(params: Mapping[str, Any]) -> tuple[dict[str, Any] | None, InputResponse | None]:
+    """The continuation and answer a 2026 retry carries (its ``requestState`` unsealed by the boundary), or none."""
+    state = params.get("requestState")
+    if not state:
+        return None, None
+    retry = types.CallToolRequestParams.model_validate(params)
+    assert retry.request_state is not None
+    return resumption(retry, retry.request_state)
+
+
 def _can_answer(ctx: ServerRequestContext[Any, Any]) -> Any:
     modes = declared_modes(ctx.session.client_capabilities)  # (a task asks a person only: no sampling, no roots)
     return lambda request: request.for_person and mode_of(request) in modes
@@ -314,7 +325,13 @@ class TaskWire:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern:
             if options is not None and opted_in(ctx):
-                created = await self._create(ctx, str(name), params.get("arguments"), None)
+                assert tool is not None
+                if options.required and tool.interactive and not params.get("requestState"):
+                    # SEP-2663's MRTR composition: a required task tool's first round runs in the request;
+                    # a question there is an InputRequiredResult, the round that has its answer makes the task
+                    return await call_next(ctx)
+                resume, response = _resumed(params)
+                created = await self._create(ctx, str(name), params.get("arguments"), None, resume, response)
                 if isinstance(created, dict):
                     return created
                 return {"resultType": "task", **modern_task(created)}
@@ -352,7 +369,13 @@ class TaskWire:
         return await call_next(ctx)
 
     async def _create(
-        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, ttl: float | None
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: object,
+        ttl: float | None,
+        resume: dict[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task | dict[str, Any]:
         """The new task, or the tool error result that says why none was made (bounds, arguments)."""
         from .server import RequestInfo, calling_client, client_label  # (server imports this module)
@@ -363,7 +386,14 @@ class TaskWire:
         calling = calling_client.set(task_origin(client_label(ctx)))  # the activity panel's origin
         try:
             return await self.tasks.start(
-                owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx)
+                owner_of(ctx),
+                name,
+                args,
+                ttl=ttl,
+                request_info=info,
+                can_answer=_can_answer(ctx),
+                resume=resume,
+                response=response,
             )
         except ToolError as error:
             return _refusal(error)

@@ -29,7 +29,6 @@ BIN = HERE / "node_modules" / ".bin"
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
 
 _REQUIRED_CAPABILITY = "2026: a missing client capability is an isError result, not -32021 with requiredCapabilities"
-_TASKS = "the tasks extension (SEP-2663)"
 
 #: every failing check, as "<requirement set> <scenario>:<check id>", with the gap it names
 GAPS: dict[str, str] = {
@@ -50,10 +49,6 @@ GAPS: dict[str, str] = {
             "reject-param-mismatch",
         )
     },
-    # The tasks extension (run by the 2026 set, unscored by the suite, held to this list here).
-    "2026-07-28 tasks-mrtr-composition:sep-2663-mrtr-synchronous-before-task-creation": (
-        _TASKS + ": a required task tool that asks for input creates the task first (no InputRequiredResult round)"
-    ),
 }
 
 

@@ -4,7 +4,8 @@ A request without the extension gets ``-32021`` naming it (a required task tool,
 ``tasks/get``, ``update``, ``cancel``); ``tasks/list`` and ``tasks/result`` do not exist
 on 2026 (``-32601``); ``Mcp-Name`` must name the task; ``tasks/update`` acknowledges
 what the task does not wait on; a crashed handler ends ``failed`` with an inlined
-error; ``require_input.all`` parks a task on several input requests answered one by one.
+error; a required interactive tool asks its first question before its task exists;
+``require_input.all`` parks a task on several input requests answered one by one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def sep_app() -> Fusion:
                 require_input.elicit("Go ahead?", {"go": ask.boolean("Proceed")}, key="go"),
             )
         return f"{read_input('name')} go={read_input('go')}"
+
+    @app.f.action("named").interactive().task("required", poll_interval=0.05).handle
+    async def named(input, ctx):
+        name = read_input("name")
+        return f"Hello, {name}!" if name is not None else require_input.elicit("Name?", {"name": ask.string("Name")})
 
     return app
 
@@ -180,6 +186,38 @@ async def test_a_crashed_handler_ends_failed_with_an_inlined_error_and_a_tool_er
     assert completed.status == "completed" and completed.error is None
     assert completed.result is not None and completed.result["isError"] is True
     assert refused.is_error and refused.content[0].text == "[NOT_TODAY] Refused on purpose."
+    await app.aclose()
+
+
+async def test_a_required_interactive_tool_asks_before_its_task_exists_then_creates_it():
+    app, asked = sep_app(), []
+
+    async def person(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Alice"})
+
+    tasks = Tasks()
+    async with client_for(mcp_server(app), "2026-stream", extensions=[tasks], elicitation_callback=person) as client:
+        with anyio.fail_after(20):  # (a task created at once would wait on its question: no answer comes)
+            answer = await client.call_tool("named", {})
+    assert answer.content[0].text == "Hello, Alice!"
+    assert asked == ["Name?"]  # the first round: an InputRequiredResult, answered by the SDK's MRTR driver
+    assert len(tasks.created) == 1 and "input_required" not in tasks.seen  # the task ran with the answer
+    await app.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn serves on asyncio
+async def test_the_round_before_a_task_carries_sealed_request_state_over_http():
+    app, asked, tasks = sep_app(), [], Tasks()
+
+    async def person(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Bob"})
+
+    async with serve(app) as served, served.client("auto", extensions=[tasks], elicitation_callback=person) as client:
+        with anyio.fail_after(20):
+            answer = await client.call_tool("named", {})
+    assert answer.content[0].text == "Hello, Bob!" and asked == ["Name?"] and len(tasks.created) == 1
     await app.aclose()
 
 
