@@ -493,7 +493,8 @@ class Runner:
         """Ask the channel for the answers, re-asking invalid ones where it can: the request answered, and how.
 
         The parts of ``require_input.all`` are one round: each asked in turn, or, when the
-        channel defers to its client, all of them deferred together (each one it can answer).
+        channel defers to its client, all of them deferred together (each one it can answer),
+        or asked together of a channel that ``asks_together`` (an MCP task's ``inputRequests``).
         Of ``require_input.first`` the first part the channel can answer is the round.
         """
         if request.kind == "first":
@@ -502,7 +503,7 @@ class Runner:
                 if response is not None:
                     return part, response
             raise no_way_to_ask(self.plan.tool.name, request.parts[0].message, request.parts[0].kind)
-        if not request.parts:
+        if not request.parts or self.channel.asks_together:
             return request, await self._ask(request, rounds, request)
         answers = {}
         for index, part in enumerate(request.parts):

@@ -219,7 +219,7 @@ _HANDLERS = {"elicit": "elicitation", "url": "elicitation", "sample": "sampling"
 
 
 #: what a client must declare to answer each kind of engine request, as ``requiredCapabilities`` says it
-_REQUIRED = {
+_REQUIRED: dict[str, dict[str, Any]] = {
     "elicit": {"elicitation": {"form": {}}},
     "url": {"elicitation": {"url": {}}},
     "sample": {"sampling": {}},
@@ -227,14 +227,18 @@ _REQUIRED = {
 }
 
 
+def requires(sentence: str, capabilities: dict[str, Any]) -> MCPError:
+    """SEP-2575's ``-32021``: this request needs ``capabilities`` (a ``ClientCapabilities`` object) undeclared."""
+    return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, sentence, data={"requiredCapabilities": capabilities})
+
+
 def missing_capability(error: Any) -> MCPError | None:
     """2026 (SEP-2575): a request that needs what the client did not declare is ``-32021`` naming it,
     not a result (a 2025 caller keeps the ``ELICITATION_UNSUPPORTED`` result); ``None`` for other errors."""
     if not isinstance(error, NoWayToAsk):
         return None
-    required = _REQUIRED.get(error.kind, _REQUIRED["elicit"])
     sentence = f"{error.message} Recovery: {error.recovery}" if error.recovery else error.message
-    return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, sentence, data={"requiredCapabilities": required})
+    return requires(sentence, _REQUIRED.get(error.kind, _REQUIRED["elicit"]))
 
 
 def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:

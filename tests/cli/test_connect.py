@@ -285,7 +285,7 @@ async def test_an_upstream_lost_while_idle_is_said_so_not_as_a_call_in_doubt():
 
 async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
     """The SDK client with ``TasksExtension`` through ``fusion-nb connect``: a 3 s job outlives 1 s timeouts,
-    its task is listed, a required-task tool is cancelled (its cleanup runs upstream).
+    its task is got (``tasks/list`` is no 2026 method), a required-task tool is cancelled (its cleanup runs upstream).
     """
     from fusion_nb.mcp.tasks_client import EXTENSION, TasksExtension
 
@@ -298,10 +298,15 @@ async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
             answer = await client.call_tool("train", {"seconds": 3})
             assert answer.content[0].text == "trained for 3.0 s" and not answer.is_error
             assert tasks.seen[-1] == "completed" and "working" in tasks.seen
-            listed = await client.session.send_request(
-                types.ListTasksRequest(params=types.PaginatedRequestParams()), dict_adapter()
+            got = await client.session.send_request(
+                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=tasks.created[0])), dict_adapter()
             )
-            assert [tasks.created[0], "completed"] in [[task["taskId"], task["status"]] for task in listed["tasks"]]
+            assert (got["taskId"], got["status"]) == (tasks.created[0], "completed")
+            with pytest.raises(MCPError) as removed:  # SEP-2663 removed tasks/list: relayed as the host says
+                await client.session.send_request(
+                    types.ListTasksRequest(params=types.PaginatedRequestParams()), dict_adapter()
+                )
+            assert removed.value.error.code == -32601
 
             async with anyio.create_task_group() as group:
                 stuck = TasksExtension()

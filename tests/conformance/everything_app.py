@@ -316,7 +316,14 @@ async def protocol_error_job(input: Any, ctx: Any) -> Any:
     raise RuntimeError("protocol_error_job crashed on purpose")
 
 
-@f.action("confirm_delete").describe("Task-supporting: asks once.").interactive().task(mode="optional").handle
+@(
+    f.action("confirm_delete")
+    .describe("Task-supporting: asks once.")
+    .with_string("filename", "The file to delete")
+    .interactive()
+    .task(mode="optional")
+    .handle
+)
 async def confirm_delete(input: Any, ctx: Any) -> Any:
     if read_input("confirm") is None:
         return require_input.elicit("Delete the file?", {"confirm": ask.boolean("Delete")})
@@ -326,8 +333,11 @@ async def confirm_delete(input: Any, ctx: Any) -> Any:
 @f.action("multi_input").describe("Task-supporting: asks two things.").interactive().task(mode="optional").handle
 async def multi_input(input: Any, ctx: Any) -> Any:
     if read_input("name") is None:
-        return require_input.elicit("Name and colour?", {"name": ask.string("Name"), "color": ask.string("Colour")})
-    return f"{read_input('name')} likes {read_input('color')}"
+        return require_input.all(
+            require_input.elicit("Your name?", {"name": ask.string("Name")}, key="name"),
+            require_input.elicit("Go ahead?", {"confirm": ask.boolean("Confirm")}, key="confirm"),
+        )
+    return f"{read_input('name')} confirmed: {read_input('confirm')}"
 
 
 @f.action("test_tool_with_task").describe("Task-only: asks a name, then works.").interactive().task("required").handle

@@ -28,7 +28,6 @@ REPO = HERE.parent.parent
 BIN = HERE / "node_modules" / ".bin"
 PACKAGE = HERE / "node_modules" / "@modelcontextprotocol" / "conformance"
 
-_TASKS = "tasks follow the draft at experimental-ext-tasks@07bf500, the suite reads SEP-2663 as it is now"
 
 #: every failing check, as "<requirement set> <scenario>:<check id>", with the gap it names
 GAPS: dict[str, str] = {
@@ -46,36 +45,6 @@ GAPS: dict[str, str] = {
             "reject-param-mismatch",
         )
     },
-    # The tasks extension (run by the 2026 set, unscored by the suite, held to this list here).
-    "2026-07-28 tasks-capability-negotiation:sep-2663-tasks-methods-non-declaring": (
-        _TASKS + ": tasks/get, update, cancel from a request without the extension answer -32602, not -32021"
-    ),
-    "2026-07-28 tasks-dispatch-and-envelope:sep-2663-tasks-result-removed-method-not-found": (
-        _TASKS + ": tasks/result is still served on 2026 (-32602 for its params, not -32601)"
-    ),
-    "2026-07-28 tasks-dispatch-and-envelope:tasks-removed-tasks-list": _TASKS + ": tasks/list still answers on 2026",
-    "2026-07-28 tasks-dispatch-and-envelope:tasks-result-type-complete-on-non-task-responses": (
-        _TASKS + ": tasks/update with an unknown key is refused, not acknowledged"
-    ),
-    "2026-07-28 tasks-lifecycle:sep-2663-tasks-get-status-failed": (
-        _TASKS + ": a crashed handler ends completed with an isError result, not failed with an inlined error"
-    ),
-    "2026-07-28 tasks-mrtr-composition:sep-2663-mrtr-synchronous-before-task-creation": (
-        _TASKS + ": a required task tool that asks for input creates the task first (no InputRequiredResult round)"
-    ),
-    "2026-07-28 tasks-mrtr-input:sep-2663-tasks-get-status-input-required": (
-        _TASKS + ": the task's question is not surfaced as input_required the way the suite drives it"
-    ),
-    "2026-07-28 tasks-mrtr-input:tasks-mrtr-partial-fulfillment": _TASKS + ": one input request per round",
-    "2026-07-28 tasks-mrtr-input:tasks-mrtr-tasks-update-resumes": (
-        _TASKS + ": tasks/update with empty inputResponses is refused, not acknowledged"
-    ),
-    "2026-07-28 tasks-request-headers:sep-2663-server-rejects-mismatched-mcp-name-on-tasks-get": (
-        _TASKS + ": Mcp-Name is not checked on tasks/*"
-    ),
-    "2026-07-28 tasks-required-task-error:sep-2663-server-returns-missing-capability-when-required": (
-        _TASKS + ": a required task tool called without the extension answers -32003, not -32021"
-    ),
 }
 
 
