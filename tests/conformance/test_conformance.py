@@ -33,23 +33,9 @@ _TASKS = "tasks follow the draft at experimental-ext-tasks@07bf500, the suite re
 
 #: every failing check, as "<requirement set> <scenario>:<check id>", with the gap it names
 GAPS: dict[str, str] = {
-    "2025-11-25 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
-    "2026-07-28 json-schema-2020-12:json-schema-2020-12-tool-found": "no raw JSON Schema 2020-12 tool input",
     "2026-07-28 server-stateless:sep-2575-server-rejects-undeclared-capability": _REQUIRED_CAPABILITY,
     "2026-07-28 server-stateless:sep-2575-missing-capability-http-400": _REQUIRED_CAPABILITY,
     "2026-07-28 input-required-result-capability-check:sep-2322-respect-client-capabilities": _REQUIRED_CAPABILITY,
-    **{
-        f"2026-07-28 http-custom-header-server-validation:sep-2243-server-{check}": (
-            "the app declares no x-mcp-header tool parameter (not testable)"
-        )
-        for check in (
-            "no-xmcp-tool",
-            "decode-base64",
-            "validate-param-match",
-            "reject-invalid-param-chars",
-            "reject-param-mismatch",
-        )
-    },
     # The tasks extension (run by the 2026 set, unscored by the suite, held to this list here).
     "2026-07-28 tasks-capability-negotiation:sep-2663-tasks-methods-non-declaring": (
         _TASKS + ": tasks/get, update, cancel from a request without the extension answer -32602, not -32021"
