@@ -11,7 +11,6 @@ bounded sentence as the other tools (field, what was expected, what was sent).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from ._schema import (
     _FINITE,
     _MAX_ERRORS_READ,
     _MAX_EXPECTED,
+    HEADER_TOKEN,
     ToolInput,
     _clip,
     _name,
@@ -32,7 +32,6 @@ from ._schema import (
 
 #: the annotation that mirrors a parameter into an ``Mcp-Param-<name>`` HTTP header (SEP-2243)
 X_MCP_HEADER = "x-mcp-header"
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
 _HEADER_TYPES = ("string", "integer", "boolean")
 
 
@@ -110,7 +109,7 @@ def header_problem(schema: Mapping[str, Any]) -> str | None:
             if not isinstance(prop, Mapping) or X_MCP_HEADER not in prop:
                 continue
             header, kind, name = prop[X_MCP_HEADER], prop.get("type"), f'parameter "{_clip(path, 80)}"'
-            if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+            if not isinstance(header, str) or not HEADER_TOKEN.fullmatch(header):
                 return f"{name}: {X_MCP_HEADER} must be a header name token (letters, digits, -), got {header!r:.40}"
             if kind not in _HEADER_TYPES:
                 return f'{name}: {X_MCP_HEADER} needs "type" string, integer or boolean, got {kind!r:.40}'

@@ -37,6 +37,9 @@ from ._errors import INVALID_INPUT, ToolError
 
 _MISSING: Any = ...
 
+#: an RFC 9110 token: what an ``x-mcp-header`` name must be (SEP-2243)
+HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
 #: the whole INVALID_INPUT message is at most this long
 MAX_MESSAGE = 1024
 #: at most this many pydantic errors are read (the rest are only counted)
@@ -72,6 +75,10 @@ class InputFields:
         if key in self.definitions:
             raise ValueError(f"field {key!r} is defined twice")
         if header is not None:
+            if not isinstance(header, str) or not HEADER_TOKEN.fullmatch(header):
+                raise ValueError(
+                    f'field "{key}": x-mcp-header must be a header name token (letters, digits, -), got {header!r:.40}'
+                )
             if optional and (default is _MISSING or default is None):  # null has no header form: give a default instead
                 raise ValueError(f'field "{key}" mirrored into a header cannot be optional; give it a default instead')
             self.headers[key] = header
