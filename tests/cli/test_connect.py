@@ -809,3 +809,56 @@ async def test_a_request_too_large_for_the_upstream_fails_that_call_only():
             assert "is more than it accepts (413)" in message or "dropped this request before answering" in message
             with anyio.fail_after(30):
                 assert (await client.call_tool("echo", {"text": "next"})).structured_content["text"] == "next"
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # setLevel is 2025's (SEP-2577)
+@pytest.mark.parametrize("era", list(MODES))
+async def test_every_kind_of_input_request_and_log_lines_cross_the_bridge(era):
+    """Issue 46: sampling, roots, several requests in one round, a prompt and a resource that ask, log lines
+    and completion, through the bridge as direct. Before, a 2025 host was told it "declared no sampling" (its
+    capabilities were not declared upstream, and nothing asked its model or roots), a 2026 host's prompts/get
+    and resources/read that asked failed with "no back-channel", and no log line reached either host."""
+    asked: list[str] = []
+    heard: list[str] = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={next(iter(params.requested_schema["properties"])): "Ada"})
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="m"
+        )
+
+    async def roots(context):
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work")])
+
+    async def on_log(params):
+        heard.append(f"{params.level}: {params.data}")
+
+    callbacks = {"elicitation_callback": elicit, "sampling_callback": sample, "list_roots_callback": roots}
+    level = {} if era == "2025" else {"log_level": "info"}  # a 2025 host hears every line until it sets a level
+    async with (
+        served("tests/cli/data/asking_app.py:app") as server,
+        bridged(server.url, server.token, era, logging_callback=on_log, **level, **callbacks) as client,
+    ):
+        assert (await client.call_tool("sample", {})).content[0].text == "model said: Paris"
+        assert (await client.call_tool("roots", {})).content[0].text == "roots: file:///work"
+        assert asked == ["What is the capital of France?", "roots"]
+        everything = await client.call_tool("everything", {})
+        assert everything.content[0].text == "Ada / Paris / file:///work", everything
+        assert heard == ["info: asking three things at once"]
+        prompt = await client.get_prompt("greeting", {"city": "Oslo"})
+        assert prompt.messages[0].content.text == "Greet Ada from Oslo."
+        secret = await client.read_resource("data://secret")
+        assert secret.contents[0].text == "the secret, for Ada"
+        assert asked[-2:] == ["Who is it for?", "Password?"]
+        ref = types.PromptReference(type="ref/prompt", name="greeting")
+        assert (await client.complete(ref, {"name": "city", "value": "O"})).completion.values == ["Oslo"]
+        if era == "2025":
+            await client.set_logging_level("error")
+            heard.clear()
+            await client.call_tool("everything", {})
+            assert heard == []  # the host's level holds upstream

@@ -144,6 +144,56 @@ async def elicitation_enums(input: Any, ctx: Any) -> Any:
     return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content or {})}"
 
 
+# The input schema as raw JSON Schema 2020-12 (the suite's json-schema-2020-12 scenario), kept as written.
+CONTACT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@(
+    f.query("json_schema_2020_12_tool")
+    .describe("Tool with a JSON Schema 2020-12 input")
+    .with_schema(CONTACT_SCHEMA)
+    .handle
+)
+async def json_schema_tool(input: Any, ctx: Any) -> Any:
+    return f"Contact {input.get('name', 'someone')} by {input.get('contactMethod', 'email')}"
+
+
+# SEP-2243: parameters mirrored into Mcp-Param-* headers, checked against the body by the server.
+@(
+    f.query("test_custom_headers")
+    .describe("A tool whose region and priority are mirrored into Mcp-Param headers")
+    .with_string("region", "Where to run", header="Region")
+    .with_integer("priority", "How urgent", default=1, header="Priority")
+    .with_boolean("verbose", "Say more", default=False, header="Verbose")
+    .with_string("query", "Not mirrored", default="")
+    .handle
+)
+async def custom_headers(input: Any, ctx: Any) -> Any:
+    return f"region={input.region} priority={input.priority}"
+
+
 # 2026-07-28 multi-round input (SEP-2322), as far as fusion-nb offers it.
 @f.action("test_input_required_result_elicitation").describe("MRTR: asks for a name").interactive().handle
 async def mrtr_elicitation(input: Any, ctx: Any) -> Any:

@@ -224,3 +224,25 @@ async def test_a_typescript_client_reopening_its_half_open_get_stream_still_gets
     seen = json.loads(observed["out"])
     assert "late" in seen["tools"], seen
     assert not any("reconnection" in error.lower() for error in seen["errors"]), seen
+
+
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
+async def test_every_kind_of_input_request_crosses_the_bridge_to_a_typescript_host(node, sdk):
+    """Issue 46: sampling, roots, three requests in one round, and a prompt and a resource that ask, through
+    ``fusion-nb connect`` to the TypeScript client of each era (before: "declared no sampling", "no back-channel")."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("asking_app", REPO / "tests" / "cli" / "data" / "asking_app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    async with serve(module.app) as served:
+        bridge = bridge_command(served.url, served.token)
+        seen = json.loads(await run_node(node, str(HERE / "asking.mjs"), sdk, *bridge.argv, env=server_env(bridge)))
+    assert seen["sample"] == "model said: Paris", seen
+    assert seen["roots"] == "roots: file:///work", seen
+    assert seen["everything"] == "Ada / Paris / file:///work", seen
+    assert seen["prompt"] == "Greet Ada from Oslo.", seen
+    assert seen["resource"] == "the secret, for Ada", seen
+    assert seen["asked"][:2] == ["What is the capital of France?", "roots"]
+    assert seen["asked"][-2:] == ["Who is it for?", "Password?"]

@@ -547,6 +547,51 @@ async def test_modern_headers_must_match_the_body(served, http, headers):
     assert served.app.active_calls == []
 
 
+def routed_tool(served: Served) -> None:
+    """A tool whose ``region`` is mirrored into ``Mcp-Param-Region`` (SEP-2243, ``header=``)."""
+
+    @served.app.f.query("routed").with_string("region", header="Region").with_string("query", default="").handle
+    async def routed(input: Any, ctx: Any) -> str:
+        return f"routed to {input.region}"
+
+
+@pytest.mark.parametrize(
+    ("region", "header"),
+    [
+        pytest.param("eu-west", "eu-west", id="plain"),
+        pytest.param("Hello", "=?base64?SGVsbG8=?=", id="base64"),
+        pytest.param("  Zürich ", "=?base64?ICBaw7xyaWNoIA==?=", id="base64-non-ascii"),
+        pytest.param("=?base64?SGVsbG8=", "=?base64?SGVsbG8=", id="literal-without-suffix"),
+    ],
+)
+async def test_a_mirrored_parameter_matching_its_header_is_served(served, http, region, header):
+    routed_tool(served)
+    sent = modern_headers(served, "tools/call", "routed", **{"Mcp-Param-Region": header})
+    called = await http.post(served.url, json=modern_call("routed", {"region": region}), headers=sent)
+    assert called.status_code == 200, called.text
+    assert answer(called)["result"]["content"][0]["text"] == f"routed to {region}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("us-east", id="mismatch"),
+        pytest.param(None, id="missing"),
+        pytest.param("=?base64?SGVsbG8?=", id="bad-padding"),
+        pytest.param("=?base64?SGVs!!!bG8=?=", id="bad-chars"),
+    ],
+)
+async def test_a_mirrored_parameter_disagreeing_with_its_header_is_refused(served, http, header):
+    """Mismatched, absent or malformed ``Mcp-Param-*``: 400 with -32020, the handler never runs."""
+    routed_tool(served)
+    extra = {"Mcp-Param-Region": header} if header is not None else {}
+    sent = modern_headers(served, "tools/call", "routed", **extra)
+    refused = await http.post(served.url, json=modern_call("routed", {"region": "Hello"}), headers=sent)
+    error = assert_error(refused, 400, -32020)
+    assert "Mcp-Param-Region" in error["message"] and len(error["message"]) < 200
+    assert served.app.active_calls == []
+
+
 @pytest.mark.parametrize("second", ["tools/call", "tools/list"])
 async def test_a_duplicated_mcp_method_header_is_refused(served, http, second):
     """Two ``Mcp-Method`` headers are ambiguous to any intermediary, so refused even when they agree."""
