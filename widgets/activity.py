@@ -31,6 +31,9 @@ a call still running after a second is one a person may want to watch or stop.
 The ``text/plain`` of the panel is all of it as text (summary, live calls, recent
 calls), so a terminal, nbconvert and an unopened notebook read what the widget shows.
 
+While a person's cell runs, the host's gate holds agents' calls before their bodies
+(a bounded share passes): the summary line says how many wait on the running cell.
+
 A 2026-era call that asks its client for input ends with *input required*, and the
 client calls again with the answers: two engine calls, one call to a person. A call
 that ends input-required keeps its row, and the next call of the same tool with the
@@ -361,6 +364,10 @@ class ActivityPanel(w.VBox):
         waiting = len(self.continuing)
         if waiting:
             text += f" · {waiting} waiting for a client's answer"
+        gate = getattr(self.app, "gate", None)  # the host's: calls wait before their bodies while a cell runs
+        held = gate.waiting if gate is not None else 0
+        if held:
+            text += f" · {held} call{'' if held == 1 else 's'} waiting on the running cell"
         return text
 
     def header_html(self) -> str:

@@ -30,6 +30,7 @@ from ._errors import (
     ToolError,
     did_you_mean,
 )
+from ._gate import Gate
 from ._handlers import HandlerKind
 from ._interactive import (
     InputAction,
@@ -100,6 +101,7 @@ __all__ = [
     "EmbeddedResource",
     "EngineStats",
     "Event",
+    "Gate",
     "HandlerKind",
     "Image",
     "InputAction",

@@ -55,6 +55,7 @@ from ..engine import (
     Call,
     CallResult,
     CallStatus,
+    Gate,
     InputChannel,
     InputRequest,
     ScriptedAnswers,
@@ -67,6 +68,7 @@ from ..mcp.rich import Presenter
 from ..mcp.tasks import TASK_ORIGIN
 from .cell_compiler import python_name
 from .cell_tool import TOOL_CELL_PREFIX
+from .cells_first import close_gate_during_cells
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .pages import on_page_connected
@@ -146,6 +148,14 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
+        # cells first: agents' calls wait before their bodies while a cell executes (a bounded share passes)
+        self.gate: Gate | None = None
+        self._undo_gate: Callable[[], None] | None = None
+        if self.kernel is not None and self.loop is not None:
+            self.gate = Gate(applies=self._held_back)
+            self._undo_gate = close_gate_during_cells(self.kernel, self.gate)
+            if self._undo_gate is not None:
+                app.gate = self.gate
         # typing into a form while its cell awaits: every keystroke must reach the kernel
         self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
         # what the notebook would show, the agent gets: IPython's formatters (a type registered only here too)
@@ -240,6 +250,10 @@ class Host:
             except Exception:
                 pass
         return "client"
+
+    def _held_back(self) -> bool:
+        """Whether the gate holds this call while a cell runs: not the cell's own, nor a widget's."""
+        return self._origin() not in ("cell", "widget")
 
     def _call_started(self, call: Call) -> None:
         if self.in_running_cell():
@@ -636,6 +650,10 @@ class Host:
         self._undo_shown_crashes()
         if self._undo_comm_status is not None:
             self._undo_comm_status()
+        if self._undo_gate is not None:
+            self._undo_gate()
+            if self.app.gate is self.gate:
+                self.app.gate = None
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)
