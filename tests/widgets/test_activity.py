@@ -8,6 +8,7 @@ model, layouts and styles included) and state messages by ``Widget.send_state``.
 from __future__ import annotations
 
 import json
+import time
 import warnings
 
 import anyio
@@ -311,5 +312,20 @@ async def test_the_summary_says_how_many_calls_wait_on_the_running_cell(tools):
         assert [(await call.wait()).value for call in calls] == [1, 2, 3]
         assert "waiting on the running cell" not in panel.summary()
         assert panel.summary().startswith("3 calls in the last minute, 0 failed")
+    finally:
+        panel.close()
+
+
+async def test_the_summary_window_holds_a_count_per_second_not_an_entry_per_call(tools):
+    """At 2,000 calls/s a tuple per call held ~10 MiB, and a served kernel's RSS followed the peak rate."""
+    panel = ActivityPanel(tools)
+    try:
+        first = int(time.monotonic())
+        for n in range(2000):
+            await tools.call("add", {"a": n, "b": 0})
+        last = int(time.monotonic())
+        assert len(panel.ended) <= last - first + 1, len(panel.ended)
+        assert sum(bucket[1] for bucket in panel.ended) == 2000
+        assert panel.summary().startswith("2000 calls in the last minute, 0 failed")
     finally:
         panel.close()
