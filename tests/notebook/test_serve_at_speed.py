@@ -175,4 +175,7 @@ async def test_a_served_call_waiting_behind_a_cell_completes_after_it_even_when_
                 assert cell.status == "ok" and answer["text"] == "cell 0 starts / cell 0 ends", answer
             else:  # interrupted: the cell ends, the held call is not lost
                 assert cell.status == "error" and answer["text"].endswith("cell 1 starts"), answer
+    switch = "import sys\nprint(sys.getswitchinterval())"
+    assert (await kernel.run(switch)).stdout.strip() == "0.0005"  # serving: a cell's messages cross threads quickly
     await kernel.run("%fusion stop")
+    assert (await kernel.run(switch)).stdout.strip() == "0.005"  # Python's default again
