@@ -31,6 +31,7 @@ from ._errors import (
     ToolError,
     did_you_mean,
 )
+from ._gate import Gate
 from ._handlers import HandlerKind
 from ._interactive import (
     InputAction,
@@ -101,6 +102,7 @@ __all__ = [
     "EmbeddedResource",
     "EngineStats",
     "Event",
+    "Gate",
     "HandlerKind",
     "Image",
     "InputAction",
