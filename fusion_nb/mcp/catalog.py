@@ -46,9 +46,9 @@ from ..engine import (
     complete,
     image_type,
     present,
-    spawn,
     with_input,
 )
+from ..engine.lowlevel import spawn
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
 from .elicitation import channel_for, input_required, is_modern, missing_capability, resumption

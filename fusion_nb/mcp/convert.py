@@ -12,7 +12,7 @@ from typing import Any
 import mcp_types as types
 
 from ..engine import CallResult, Tool
-from ..engine._jobs import job_output_schema
+from .jobs import job_output_schema
 
 
 def tool_to_mcp(tool: Tool, *, jobs: bool = False) -> types.Tool:

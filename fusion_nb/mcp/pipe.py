@@ -78,7 +78,7 @@ from mcp_types import (
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
-from ..engine import Event, Interruptible, ReadWatch, current_backend
+from ..engine.lowlevel import Event, Interruptible, ReadWatch, current_backend
 from ._sdk import error_data_of
 from .ending import CONNECTION_ENDED, client_cancelled, serving
 from .options import ANSWER_TIMEOUT

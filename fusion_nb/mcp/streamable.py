@@ -76,7 +76,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine import current_backend
+from ..engine.lowlevel import current_backend
 from ._sdk import accepted_media
 from .ending import CLIENT_DISCONNECTED
 from .exchange import PostExchange

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..engine import Gate
+from ..engine.lowlevel import Gate
 
 __all__ = ["REPLY_GRACE", "SWITCH", "close_gate_during_cells", "quick_switch"]
 

@@ -55,7 +55,6 @@ from ..engine import (
     Call,
     CallResult,
     CallStatus,
-    Gate,
     InputChannel,
     InputRequest,
     ScriptedAnswers,
@@ -64,6 +63,7 @@ from ..engine import (
     did_you_mean,
     use_presenter,
 )
+from ..engine.lowlevel import Gate
 from ..mcp.rich import Presenter
 from ..mcp.tasks import TASK_ORIGIN
 from .cell_compiler import python_name

@@ -9,7 +9,8 @@ import contextvars
 import anyio
 import pytest
 
-from fusion_nb.engine import CANCELLED, Gate
+from fusion_nb.engine import CANCELLED
+from fusion_nb.engine.lowlevel import Gate
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,8 @@ from fusion_nb.widgets import ActivityPanel, CallView
 from widget_helpers import until
 
 from fusion_nb import ask, progress, read_input, require_input
-from fusion_nb.engine import DeferToClient, Gate, InputResponse
+from fusion_nb.engine import DeferToClient, InputResponse
+from fusion_nb.engine.lowlevel import Gate
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
