@@ -1,0 +1,166 @@
+"""fusion-nb's MCP Apps views in a real host: Debian's chromium, the official ext-apps host bridge (#49).
+
+``apps_host/host.mjs`` is a host page built on ``AppBridge`` from ``@modelcontextprotocol/ext-apps``
+(pinned in tests/interop/package.json, bundled here with the rolldown those node_modules carry). It
+lists the tools as an app-capable 2026 client, reads the tool's ``ui://`` resource and renders it
+as a web host must: an outer sandbox proxy on another origin (``localhost`` against the page's
+``127.0.0.1``), the view in an inner iframe under the CSP the resource asks for (no domains). It
+passes the call's input and result, forwards the view's ``tools/call`` to the server and keeps
+``ui/update-model-context``. Checked: the table draws the result's rows, pages and sorts through
+the app-only tool, a picked row reaches the host as model context; a matplotlib figure draws
+(pixels) and zooms; the page fetches nothing outside the server. Screenshots go to
+``test-artifacts/browser/apps-*.png``.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy
+import pandas as pd
+import pytest
+from PIL import Image
+
+from fusion_nb import Fusion
+from fusion_nb.mcp import http_app
+
+HERE = Path(__file__).parent
+INTEROP = HERE.parent / "interop"
+sys.path.insert(0, str(HERE.parent / "mcp"))
+sys.path.insert(0, str(HERE.parent))
+from chromium_check import chromium_or_skip  # noqa: E402
+from http_serving import serve_asgi  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio, pytest.mark.asyncio_only]
+ARTIFACTS = HERE.parents[1] / "test-artifacts" / "browser"
+PAGE_TOOL = "fusion_nb.view.table_page"
+
+
+@pytest.fixture(scope="module")
+def host_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bytes, str]]:
+    """The host page, its bundled script (the official bridge inside) and the sandbox proxy."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the MCP Apps host page bundles the official bridge with it.")
+    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "ext-apps").is_dir():
+        pytest.fail("The pinned ext-apps package is not installed: run `make interop`.")
+    bundle = tmp_path_factory.mktemp("apps_host") / "host.js"
+    entry = str(HERE / "apps_host" / "host.mjs")
+    subprocess.run([node, "apps_bundle.mjs", entry, str(bundle)], cwd=INTEROP, check=True)
+    return {
+        "index.html": ((HERE / "apps_host" / "index.html").read_bytes(), "text/html"),
+        "sandbox.html": ((HERE / "apps_host" / "sandbox.html").read_bytes(), "text/html"),
+        "host.js": (bundle.read_bytes(), "text/javascript"),
+    }
+
+
+class WithHost:
+    """The MCP endpoint, plus the host's static files under ``/host/`` (same origin: no CORS)."""
+
+    def __init__(self, mcp: Any, files: dict[str, tuple[bytes, str]]) -> None:
+        self.mcp, self.files = mcp, files
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/host/"):
+            body, kind = self.files.get(scope["path"][len("/host/") :], (b"not found", "text/plain"))
+            status = 200 if scope["path"][len("/host/") :] in self.files else 404
+            await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind.encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.mcp(scope, receive, send)
+
+
+def views_app() -> Fusion:
+    app = Fusion("views")
+    sales = pd.DataFrame({"id": range(1000), "region": [f"r{n % 5}" for n in range(1000)], "score": range(1000, 0, -1)})
+
+    @app.f.query("sales").app().handle
+    async def sales_table(input: Any, ctx: Any) -> Any:
+        return sales
+
+    @app.f.query("plot").app("image").handle
+    async def plot(input: Any, ctx: Any) -> Any:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.fill_between(range(10), [n * n for n in range(10)], color="#d62728")
+        plt.close(fig)
+        return fig
+
+    return app
+
+
+async def open_view(browser: Any, base: str, token: str, tool: str) -> tuple[Any, Any, list[str]]:
+    """A page of the host showing ``tool``'s view; the view's frame; every URL the page requested."""
+    page = await browser.new_page(viewport={"width": 960, "height": 720})
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    sandbox = base.replace("127.0.0.1", "localhost") + "/host/sandbox.html"
+    await page.goto(f"{base}/host/index.html?token={token}&tool={tool}&sandbox={sandbox}")
+    await page.wait_for_function("window.host && (window.host.ready || window.host.errors.length)", timeout=30_000)
+    assert await page.evaluate("window.host.errors") == []
+    view = page.frame_locator("#sandbox").frame_locator("iframe")
+    return page, view, requested
+
+
+def outside(requested: list[str], base: str) -> list[str]:
+    local = (base + "/", base.replace("127.0.0.1", "localhost") + "/", "data:", "about:")
+    return [url for url in requested if not url.startswith(local)]
+
+
+async def test_the_views_in_a_host_built_on_the_official_bridge(host_files: dict[str, tuple[bytes, str]]) -> None:
+    from playwright.async_api import async_playwright
+
+    app = views_app()
+    mcp = http_app(app)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with serve_asgi(WithHost(mcp, host_files), app) as served, async_playwright() as playwright:
+        base, token = served.base, str(mcp.token)
+        browser = await playwright.chromium.launch(executable_path=chromium_or_skip())
+        try:
+            page, view, requested = await open_view(browser, base, token, "sales")
+            assert PAGE_TOOL in [tool["name"] for tool in await page.evaluate("window.host.tools")]
+            rows = view.locator("tbody tr")
+            await rows.nth(49).wait_for()  # the page tool's first page (the result itself carried 20 rows)
+            assert await view.locator("thead th").all_inner_texts() == ["id", "region", "score"]
+            assert (await rows.first.locator("td").all_inner_texts()) == ["0", "r0", "1000"]
+            await view.get_by_title("next page").click()
+            await view.get_by_text("51\u2013100 of 1000").wait_for()
+            assert (await rows.first.locator("td").all_inner_texts())[0] == "50"
+            await view.locator("thead th", has_text="score").click()  # ascending score: the last id first
+            await view.get_by_text("1\u201350 of 1000").wait_for()
+            await view.locator("tbody td", has_text="999").first.wait_for()
+            calls = await page.evaluate("window.host.calls")
+            assert {call["name"] for call in calls} == {PAGE_TOOL} and len(calls) >= 3
+            assert calls[-1]["arguments"]["sort"] == "score"
+            await rows.nth(1).click()  # a picked row: model context for the next turn
+            await page.wait_for_function("window.host.modelContext.length > 0")
+            context = await page.evaluate("window.host.modelContext[0]")
+            assert context["structuredContent"]["pickedRows"] == [{"id": 998, "region": "r3", "score": 2}]
+            await page.screenshot(path=str(ARTIFACTS / "apps-table.png"))
+            assert outside(requested, base) == []
+            await page.close()
+
+            page, view, requested = await open_view(browser, base, token, "plot")
+            image = view.locator("#img img")
+            await image.wait_for()
+            assert await image.evaluate("i => i.complete && i.naturalWidth") > 0
+            shot = numpy.asarray(Image.open(io.BytesIO(await image.screenshot())).convert("RGB")).astype(int)
+            red = int(((shot[..., 0] > 180) & (shot[..., 1] < 90) & (shot[..., 2] < 90)).sum())
+            assert red > shot.shape[0] * shot.shape[1] // 20, red  # the filled area drew
+            box = view.locator("#img")
+            await box.hover()
+            await page.mouse.wheel(0, -100)
+            assert "scale(1.25)" in await image.evaluate("i => i.style.transform")
+            await page.screenshot(path=str(ARTIFACTS / "apps-image.png"))
+            assert outside(requested, base) == []
+        finally:
+            await browser.close()
