@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 #: the built-in MCP Apps views a tool may name (``.app(view)``); ``auto`` picks by the value
-VIEWS = ("auto", "table", "image")
+VIEWS = ("auto", "table", "image", "plotly")
 #: who may call a tool with a view: the model (the agent), the view itself (an app-only tool has only "app")
 VISIBILITIES = ("model", "app")
 

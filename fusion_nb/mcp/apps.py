@@ -86,8 +86,8 @@ def app_only(tool: Tool) -> bool:
 class Views:
     """The values ``.app()`` tools returned to app-capable clients, by handle (one server's)."""
 
-    def __init__(self, kept: int = KEPT) -> None:
-        self.kept = kept
+    def __init__(self, kept: int = KEPT, max_figure: int = 1 << 20) -> None:
+        self.kept, self.max_figure = kept, max_figure
         self._values: OrderedDict[str, tuple[Hashable, Any]] = OrderedDict()
         self._orders: dict[str, tuple[tuple[Any, ...], Any]] = {}  # a handle's last sorted/filtered frame
 
@@ -131,6 +131,13 @@ class Views:
                 "columns": [str(column) for column in value.columns],
                 "totalRows": len(value),
             }
+        plotly = sys.modules.get("plotly.basedatatypes")
+        if plotly is not None and isinstance(value, plotly.BaseFigure):
+            dumped = value.to_json()
+            if len(dumped) > self.max_figure:
+                said = f"The figure's JSON is {len(dumped)} bytes, over the {self.max_figure}-byte bound of a view."
+                return {"view": "plotly", "cut": said}
+            return {"view": "plotly", "figure": json.loads(dumped)}
         return {"view": "content"}
 
 
@@ -265,10 +272,23 @@ def view_html(uri: str) -> str | None:
     if not (uri.startswith(prefix) and uri.endswith(suffix)):
         return None
     view = uri[len(prefix) : -len(suffix)]
-    if view not in ("auto", "table", "image"):
+    if view not in ("auto", "table", "image", "plotly"):
         return None
     page = package_files.files("fusion_nb.mcp").joinpath("views", "view.html").read_text(encoding="utf-8")
-    return page.replace("__FUSION_VIEW__", json.dumps(view))
+    page = page.replace("__FUSION_VIEW__", json.dumps(view))
+    if view == "plotly":  # plotly's own bundle, from the package that made the figure, inline (no CDN)
+        page = page.replace("<!--LIBRARY-->", f"<script>{plotly_bundle()}</script>", 1)
+    return page
+
+
+def plotly_bundle() -> str:
+    """plotly.js as the ``plotly`` package ships it (``plotly/package_data/plotly.min.js``), or a stand-in
+    that says it is missing (the view then shows the result's text)."""
+    try:
+        bundle = package_files.files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        return "window.PlotlyMissing = true;"
+    return bundle.replace("</script", "<\\/script")
 
 
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:

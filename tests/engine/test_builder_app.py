@@ -26,7 +26,7 @@ def test_app_records_the_view_and_visibility() -> None:
 @pytest.mark.parametrize(
     ("view", "visibility", "says"),
     [
-        ("plotty", ["model"], "tool \"t\": .app() takes one of the views auto, table, image, not 'plotty'"),
+        ("plotty", ["model"], "tool \"t\": .app() takes one of the views auto, table, image, plotly, not 'plotty'"),
         (None, [], 'tool "t": .app() visibility is a list of "model" and "app", not []'),
         (None, ["agent"], 'tool "t": .app() visibility is a list of "model" and "app", not [\'agent\']'),
     ],

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import plotly
+import plotly.graph_objects as go
 import pytest
 from eras import ERAS, client_for
 from mcp.client.extension import advertise
@@ -47,6 +50,14 @@ def apps_app(rows: int = 30) -> Fusion:
     async def shown(input: Any, ctx: Any) -> Any:
         return table
 
+    @app.f.query("chart").app("plotly").handle
+    async def chart(input: Any, ctx: Any) -> Any:
+        return go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], mode="markers"))
+
+    @app.f.query("chart_plain").handle
+    async def chart_plain(input: Any, ctx: Any) -> Any:
+        return go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], mode="markers"))
+
     @app.f.action("refresh").app(visibility=["app"]).handle
     async def refresh(input: Any, ctx: Any) -> str:
         return "refreshed"
@@ -71,11 +82,12 @@ async def test_a_client_without_apps_gets_exactly_what_it_got_before(era: str) -
     app = apps_app()
     async with client_for(mcp_server(app), era) as client:
         tools = listed(await client.list_tools())
-        assert set(tools) == {"plain", "shown"}  # (no app-only tool, no page tool)
+        assert set(tools) == {"plain", "shown", "chart", "chart_plain"}  # (no app-only tool, no page tool)
         assert tools["shown"] | {"name": "plain"} == tools["plain"]  # (no _meta.ui either)
         plain, shown = [wire(await client.call_tool(name, {})) for name in ("plain", "shown")]
         assert shown == plain and "_meta" not in shown
         assert shown["structuredContent"]["total_rows"] == 30 and "| id | name | score |" in shown["content"][0]["text"]
+        assert wire(await client.call_tool("chart", {})) == wire(await client.call_tool("chart_plain", {}))
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -97,7 +109,7 @@ async def test_a_client_with_apps_sees_the_views_and_their_tools(era: str) -> No
         capabilities = client.server_capabilities  # (2025-11-25 capabilities have no ``extensions``)
         assert EXTENSION_ID in ((capabilities.experimental if era == "2025-memory" else capabilities.extensions) or {})
         tools = listed(await client.list_tools())
-        assert set(tools) == {"plain", "shown", "refresh", PAGE_TOOL}
+        assert set(tools) == {"plain", "shown", "chart", "chart_plain", "refresh", PAGE_TOOL}
         assert "_meta" not in tools["plain"]
         assert tools["shown"]["_meta"] == {
             "ui": {"resourceUri": "ui://fusion-nb/auto.html", "visibility": ["model", "app"]}
@@ -114,6 +126,21 @@ async def test_a_client_with_apps_sees_the_views_and_their_tools(era: str) -> No
         html = read["text"]
         assert "<script src" not in html and "http://" not in html and "https://" not in html  # (offline)
         assert (await client.call_tool("refresh", {})).content[0].text == "refreshed"  # type: ignore[union-attr]
+        assert resources["ui://fusion-nb/plotly.html"].mime_type == APP_MIME_TYPE
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_plotly_figure_reaches_its_view_with_plotly_s_own_bundle(era: str) -> None:
+    """The figure's JSON rides in the result's ``_meta``; the view inlines plotly.min.js from the plotly package."""
+    async with client_for(mcp_server(apps_app()), era, extensions=[APPS]) as client:
+        shown = wire(await client.call_tool("chart", {}))
+        meta = shown.pop("_meta")[VIEW_META]
+        assert shown == wire(await client.call_tool("chart_plain", {}))
+        assert meta["view"] == "plotly" and meta["figure"]["data"][0]["y"] == [3, 1, 2]
+        html = wire(await client.read_resource("ui://fusion-nb/plotly.html"))["contents"][0]["text"]
+    bundle = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()
+    assert bundle[:2000] in html and "<script src" not in html
+    print(f"ui://fusion-nb/plotly.html: {len(html.encode())} B (plotly {plotly.__version__})")
 
 
 @pytest.mark.parametrize("era", ERAS)
