@@ -191,7 +191,8 @@ class ToolBuilder:
 
         ``view`` is a built-in view (``auto``, the default, picks by the value: a DataFrame as a
         paged table, a figure as a zoomable image; ``table`` and ``image`` insist on one; ``plotly``
-        draws a plotly figure with plotly's own bundle, 4.8 MB for plotly 7.1). Clients
+        draws a plotly figure with plotly's own bundle, 4.8 MB for plotly 7.1; a ``.task()`` tool's
+        ``auto`` is ``job``: its progress, status and a Stop button while it runs, then its result). Clients
         without the extension get the same content as without ``.app()``. ``visibility=["app"]``
         makes an app-only tool: hidden from the model, refused when a client without apps calls it.
         """
@@ -248,7 +249,7 @@ class ToolBuilder:
             concurrency=self._concurrency,
             task=self._task,
             scopes=self._scopes,
-            view=self._view,
+            view="job" if self._view == "auto" and self._task is not None else self._view,
             visibility=self._visibility,
         )
         self._app.register(tool)

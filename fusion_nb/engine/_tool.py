@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ._app import App
 
 
-#: the built-in MCP Apps views a tool may name (``.app(view)``); ``auto`` picks by the value
-VIEWS = ("auto", "table", "image", "plotly")
+#: the built-in MCP Apps views a tool may name (``.app(view)``); ``auto`` picks by the value (``job`` for a task tool)
+VIEWS = ("auto", "table", "image", "plotly", "job")
 #: who may call a tool with a view: the model (the agent), the view itself (an app-only tool has only "app")
 VISIBILITIES = ("model", "app")
 

@@ -28,19 +28,23 @@ from collections.abc import Hashable
 from importlib import resources as package_files
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID, client_supports_apps
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..engine import INVALID_INPUT, App, CallResult, Tool, ToolError
+from ..engine import CANCELLED, INVALID_INPUT, App, CallResult, Task, Tool, ToolError, tasks_of
 from .convert import result_to_wire, ui_uri
+from .tasks import opted_in
 
 __all__ = [
     "APP_MIME_TYPE",
     "EXTENSION_ID",
     "PAGE_TOOL",
+    "STATUS_TOOL",
+    "STOP_TOOL",
     "VIEW_META",
     "AppsMiddleware",
     "Views",
@@ -50,6 +54,10 @@ __all__ = [
 
 PAGE_TOOL = "fusion_nb.view.table_page"
 """The app-only tool a table view pages, sorts and filters through."""
+STATUS_TOOL = "fusion_nb.view.job_status"
+"""The app-only tool a job view polls (the task store's record of the call)."""
+STOP_TOOL = "fusion_nb.view.job_stop"
+"""The app-only tool a job view's Stop button calls."""
 VIEW_META = "io.github.fusion-nb/view"
 """The result ``_meta`` key telling the view how to draw the result."""
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -154,9 +162,62 @@ class TablePage(BaseModel):
     filter: str | None = Field(None, max_length=200, description="Keep rows where a column contains this text.")
 
 
-def view_tools(views: Views) -> App:
+class JobStatus(BaseModel):
+    """Which job: by id, or the newest of a tool (a view knows its tool before its call answers)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str | None = Field(None, min_length=1, max_length=64, description="The job's id.")
+    tool: str | None = Field(None, min_length=1, max_length=200, description="The tool whose newest job to show.")
+
+
+class JobStop(BaseModel):
+    """The job to stop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str = Field(min_length=1, max_length=64, description="The job's id.")
+
+
+def job_state(task: Task) -> dict[str, Any]:
+    """What a job view shows: status, message, percent (the call's last progress), whether it ended."""
+    progress = task.call.progress if task.call is not None else None
+    message = task.status_message or (progress.message if progress is not None else None)
+    return {
+        "job": task.id,
+        "tool": task.tool_name,
+        "status": str(task.status),
+        "message": message,
+        "percent": progress.percent if progress is not None else None,
+        "final": task.final,
+    }
+
+
+def view_tools(views: Views, served: App) -> App:
     """The built-in app-only tools as an engine app of their own (validated and run as any tool)."""
     tools = App("fusion-nb views")
+    tasks = tasks_of(served)
+
+    async def job_of(job: str) -> Task:
+        task = await tasks.find(_caller.get(), job)
+        if task is None:
+            raise ToolError(INVALID_INPUT, f"There is no job {job[:40]!r} for this client's views.")
+        return task
+
+    @tools.f.query(STATUS_TOOL).with_model(JobStatus).app("job", visibility=["app"]).handle
+    async def job_status(input: JobStatus, ctx: Any) -> dict[str, Any]:
+        """The status of a job an ``.app()`` task tool runs (for its view: polled, the spec has no progress push)."""
+        if input.job is not None:
+            return job_state(await job_of(input.job))
+        mine = [t for t in await tasks.find_all(_caller.get()) if input.tool is None or t.tool_name == input.tool]
+        return job_state(mine[-1]) if mine else {"job": None, "status": "none", "final": False}
+
+    @tools.f.mutation(STOP_TOOL).with_model(JobStop).app("job", visibility=["app"]).handle
+    async def job_stop(input: JobStop, ctx: Any) -> dict[str, Any]:
+        """Stop a job an ``.app()`` task tool runs (its cleanup runs); answers its state after."""
+        task = await job_of(input.job)
+        await tasks.stop(task)
+        return job_state(task)
 
     @tools.f.query(PAGE_TOOL).with_model(TablePage).app("table", visibility=["app"]).handle
     def table_page(input: TablePage, ctx: Any) -> dict[str, Any]:
@@ -206,7 +267,7 @@ class AppsMiddleware:
     def __init__(self, app: App, views: Views, app_pages: Any, owner_of: Any) -> None:
         self.app, self.views, self.owner_of = app, views, owner_of
         self.app_pages = app_pages
-        self.tools = view_tools(views)
+        self.tools = view_tools(views, app)
 
     def listed(self, *, apps: bool) -> list[Tool]:
         """The tools a client is shown: app-only ones (the built-in page tool too) only with the extension."""
@@ -223,6 +284,9 @@ class AppsMiddleware:
             name = params["name"]
             builtin = self.tools.get(name)
             tool = builtin or self.app.get(name)
+            job = tool is not None and tool.task is not None and tool.view == "job" and params.get("task") is None
+            if tool is not None and job and declared(ctx) and not _tasks_declared(ctx):
+                return await self.run_job(ctx, tool, params.get("arguments"))
             if tool is not None and app_only(tool):
                 if not declared(ctx):
                     return _refusal(
@@ -244,6 +308,32 @@ class AppsMiddleware:
                 content = {"uri": uri, "mimeType": APP_MIME_TYPE, "text": html, "_meta": RESOURCE_META}
                 return types.ReadResourceResult.model_validate({"contents": [content]})
         return await call_next(ctx)
+
+    async def run_job(self, ctx: ServerRequestContext[Any, Any], tool: Tool, arguments: Any) -> dict[str, Any]:
+        """A task tool's plain call from an app-capable client, run as a task its view can poll and stop.
+
+        The call still answers with the tool's result (or the cancellation), as a plain call does;
+        the task store is what lets the view, which the host shows beside the running call, see it.
+        """
+        tasks, owner, modern = tasks_of(self.app), self.owner_of(ctx), _modern(ctx)
+        args = arguments if isinstance(arguments, dict) or arguments is None else {"": arguments}
+        try:
+            task = await tasks.start(owner, tool.name, args, can_answer=lambda request: False)
+        except ToolError as error:
+            return result_to_wire(CallResult.failure(error), has_output_schema=True, modern=modern)
+        try:
+            await task.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await tasks.stop(task)  # (the caller went away: so does its job)
+            raise
+        result = task.result or CallResult.failure(ToolError(CANCELLED, f"Job {task.id} was stopped."))
+        wire = result_to_wire(result, has_output_schema=tool.output_schema is not None, modern=modern)
+        if not result.is_error:
+            wire = self.decorate(wire, result, ctx)
+        meta = dict((wire.get("_meta") or {}).get(VIEW_META) or {"view": "content"})
+        wire["_meta"] = {**(wire.get("_meta") or {}), VIEW_META: {**meta, "job": job_state(task)}}
+        return wire
 
     def decorate(self, wire: dict[str, Any], result: CallResult, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         """A successful ``.app()`` result for an app-capable client: what its view needs, in ``_meta``."""
@@ -272,7 +362,7 @@ def view_html(uri: str) -> str | None:
     if not (uri.startswith(prefix) and uri.endswith(suffix)):
         return None
     view = uri[len(prefix) : -len(suffix)]
-    if view not in ("auto", "table", "image", "plotly"):
+    if view not in ("auto", "table", "image", "plotly", "job"):
         return None
     page = package_files.files("fusion_nb.mcp").joinpath("views", "view.html").read_text(encoding="utf-8")
     page = page.replace("__FUSION_VIEW__", json.dumps(view))
@@ -289,6 +379,11 @@ def plotly_bundle() -> str:
     except (ModuleNotFoundError, FileNotFoundError):
         return "window.PlotlyMissing = true;"
     return bundle.replace("</script", "<\\/script")
+
+
+def _tasks_declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a 2026 request opted into the tasks extension (then the tasks wire answers a task)."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and opted_in(ctx)
 
 
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -7,10 +7,12 @@ as a web host must: an outer sandbox proxy on another origin (``localhost`` agai
 ``127.0.0.1``), the view in an inner iframe under the CSP the resource asks for (no domains). It
 passes the call's input and result, forwards the view's ``tools/call`` to the server and keeps
 ``ui/update-model-context``. Checked: the table draws the result's rows, pages and sorts through
-the app-only tool, a picked row reaches the host as model context; a matplotlib figure draws
-(pixels) and zooms; the page fetches nothing outside the server. Screenshots go to
-``test-artifacts/browser/apps-*.png``. About 30 s, most of it chromium parsing plotly.min.js
-(4.8 MB, inline in the plotly view as the spec's CSP wants it) and plotly's drag gestures.
+the app-only tool, a picked row reaches the host as model context; a task tool's job view shows
+its progress and its Stop button cancels the job (its cleanup runs); a plotly figure draws
+(pixels), zooms and sends brushed points; a matplotlib figure draws (pixels) and zooms; the page
+fetches nothing outside the server. Screenshots go to ``test-artifacts/browser/apps-*.png``. About
+30 s, most of it chromium parsing plotly.min.js (4.8 MB, inline in the plotly view as the spec's CSP
+wants it) and plotly's drag gestures.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy
 import pandas as pd
 import pytest
 from PIL import Image
 
-from fusion_nb import Fusion
+from fusion_nb import Fusion, progress
 from fusion_nb.mcp import http_app
 
 HERE = Path(__file__).parent
@@ -77,8 +80,17 @@ class WithHost:
         await self.mcp(scope, receive, send)
 
 
-def views_app() -> Fusion:
+def views_app(cleaned: list[str]) -> Fusion:
     app = Fusion("views")
+
+    @app.f.action("train").app().task(poll_interval=0.2).handle
+    async def train(input: Any, ctx: Any) -> Any:
+        try:
+            yield progress(40, "epoch 2/5")
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append("train")
+
     sales = pd.DataFrame({"id": range(1000), "region": [f"r{n % 5}" for n in range(1000)], "score": range(1000, 0, -1)})
 
     @app.f.query("sales").app().handle
@@ -118,9 +130,8 @@ async def open_view(browser: Any, base: str, token: str, tool: str) -> tuple[Any
     await page.wait_for_function("window.host && (window.host.ready || window.host.errors.length)", timeout=60_000)
     assert await page.evaluate("window.host.errors") == []
     view = page.frame_locator("#sandbox").frame_locator("iframe")
-    await view.locator(
-        {"sales": "tbody tr", "chart": "#chart[data-drawn=yes]", "plot": "#img img"}[tool]
-    ).first.wait_for()
+    drawn = {"sales": "tbody tr", "chart": "#chart[data-drawn=yes]", "plot": "#img img", "train": "#job"}[tool]
+    await view.locator(drawn).first.wait_for()
     print(f"{tool}: first paint {(time.perf_counter() - started) * 1000:.0f} ms from the page's load")
     return page, view, requested
 
@@ -133,7 +144,8 @@ def outside(requested: list[str], base: str) -> list[str]:
 async def test_the_views_in_a_host_built_on_the_official_bridge(host_files: dict[str, tuple[bytes, str]]) -> None:
     from playwright.async_api import async_playwright
 
-    app = views_app()
+    cleaned: list[str] = []
+    app = views_app(cleaned)
     mcp = http_app(app)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     async with serve_asgi(WithHost(mcp, host_files), app) as served, async_playwright() as playwright:
@@ -160,6 +172,25 @@ async def test_the_views_in_a_host_built_on_the_official_bridge(host_files: dict
             context = await page.evaluate("window.host.modelContext[0]")
             assert context["structuredContent"]["pickedRows"] == [{"id": 998, "region": "r3", "score": 2}]
             await page.screenshot(path=str(ARTIFACTS / "apps-table.png"))
+            assert outside(requested, base) == []
+            await page.close()
+
+            page, view, requested = await open_view(browser, base, token, "train")
+            await view.locator("#job[data-status=working]").wait_for()
+            await view.get_by_text("epoch 2/5").wait_for()
+            assert await view.locator("#job progress").evaluate("bar => bar.value") == 40
+            await page.screenshot(path=str(ARTIFACTS / "apps-job.png"))
+            await view.get_by_title("stop the job").click()
+            await page.wait_for_function("window.host.result !== null")
+            result = await page.evaluate("window.host.result")
+            assert (
+                result["isError"] is True
+                and result["_meta"]["io.github.fusion-nb/view"]["job"]["status"] == "cancelled"
+            )
+            assert cleaned == ["train"]  # (the job's cleanup ran)
+            await view.locator("#job[data-status=cancelled]").wait_for()
+            calls = [call["name"] for call in await page.evaluate("window.host.calls")]
+            assert set(calls) == {"fusion_nb.view.job_status", "fusion_nb.view.job_stop"}
             assert outside(requested, base) == []
             await page.close()
 

@@ -21,12 +21,17 @@ def test_app_records_the_view_and_visibility() -> None:
     assert (plain.tool.view, plain.tool.visibility) == (None, ("model", "app"))
     assert (shown.tool.view, shown.tool.visibility) == ("auto", ("model", "app"))
     assert (table.tool.view, table.tool.visibility) == ("table", ("app",))
+    assert app.f.action("train").app().task().handle(handler).tool.view == "job"  # (a task tool's auto)
 
 
 @pytest.mark.parametrize(
     ("view", "visibility", "says"),
     [
-        ("plotty", ["model"], "tool \"t\": .app() takes one of the views auto, table, image, plotly, not 'plotty'"),
+        (
+            "plotty",
+            ["model"],
+            "tool \"t\": .app() takes one of the views auto, table, image, plotly, job, not 'plotty'",
+        ),
         (None, [], 'tool "t": .app() visibility is a list of "model" and "app", not []'),
         (None, ["agent"], 'tool "t": .app() visibility is a list of "model" and "app", not [\'agent\']'),
     ],

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pandas as pd
 import plotly
 import plotly.graph_objects as go
@@ -24,9 +25,9 @@ from eras import ERAS, client_for
 from mcp.client.extension import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
-from fusion_nb import Fusion
+from fusion_nb import Fusion, progress
 from fusion_nb.mcp import mcp_server
-from fusion_nb.mcp.apps import PAGE_TOOL, VIEW_META
+from fusion_nb.mcp.apps import PAGE_TOOL, STATUS_TOOL, STOP_TOOL, VIEW_META
 
 pytestmark = pytest.mark.anyio
 APPS = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
@@ -109,7 +110,7 @@ async def test_a_client_with_apps_sees_the_views_and_their_tools(era: str) -> No
         capabilities = client.server_capabilities  # (2025-11-25 capabilities have no ``extensions``)
         assert EXTENSION_ID in ((capabilities.experimental if era == "2025-memory" else capabilities.extensions) or {})
         tools = listed(await client.list_tools())
-        assert set(tools) == {"plain", "shown", "chart", "chart_plain", "refresh", PAGE_TOOL}
+        assert set(tools) == {"plain", "shown", "chart", "chart_plain", "refresh", PAGE_TOOL, STATUS_TOOL, STOP_TOOL}
         assert "_meta" not in tools["plain"]
         assert tools["shown"]["_meta"] == {
             "ui": {"resourceUri": "ui://fusion-nb/auto.html", "visibility": ["model", "app"]}
@@ -196,3 +197,68 @@ async def test_a_million_row_frame_is_never_sent_whole() -> None:
     print(f"1M rows: result {result_bytes} B, page {page_bytes} B, first page {first_page_s * 1000:.1f} ms round trip")
     assert result_bytes < 8_000 and page_bytes < 16_000  # (the frame itself is ~30 MB as JSON)
     assert sorted_page["structuredContent"]["rows"][0] == [ROWS - 1, f"row {(ROWS - 1) % 7}", 1]
+
+
+def job_app(cleaned: list[str]) -> Fusion:
+    """A task tool with a view that reports progress and runs until stopped; a quick one twice, with and without."""
+    app = Fusion("jobs")
+
+    @app.f.action("train").app().task(poll_interval=0.1).handle
+    async def train(input: Any, ctx: Any) -> Any:
+        try:
+            yield progress(40, "epoch 2/5")
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append("train")
+
+    @app.f.action("quick").app().task().handle
+    async def quick(input: Any, ctx: Any) -> str:
+        return "done"
+
+    @app.f.action("quick_plain").task().handle
+    async def quick_plain(input: Any, ctx: Any) -> str:
+        return "done"
+
+    return app
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_job_view_polls_the_task_store_and_stop_cancels_the_job(era: str) -> None:
+    """The host shows the view beside the running call: it polls the app-only status tool, and Stop ends
+    the job (its cleanup runs) and with it the call, which answers the cancellation."""
+    cleaned: list[str] = []
+    async with (
+        client_for(mcp_server(job_app(cleaned)), era, extensions=[APPS]) as client,
+        anyio.create_task_group() as group,
+    ):
+        answered: list[Any] = []
+
+        async def call() -> None:
+            answered.append(wire(await client.call_tool("train", {})))
+
+        group.start_soon(call)
+        with anyio.fail_after(10):
+            while True:  # (as the view does: the spec has no progress notification to a view)
+                state = (await client.call_tool(STATUS_TOOL, {"tool": "train"})).structured_content
+                assert state is not None
+                if state["status"] == "working" and state["percent"] == 40:
+                    break
+                await anyio.sleep(0.02)
+        assert state["message"] == "epoch 2/5" and state["final"] is False
+        stopped = (await client.call_tool(STOP_TOOL, {"job": state["job"]})).structured_content
+        assert stopped is not None and stopped["status"] == "cancelled" and stopped["final"] is True
+    assert cleaned == ["train"]
+    (result,) = answered
+    assert result["isError"] is True and result["_meta"][VIEW_META]["job"]["status"] == "cancelled"
+    async with client_for(mcp_server(job_app(cleaned)), era, extensions=[APPS]) as client:
+        done = wire(await client.call_tool("quick", {}))
+        assert done["content"] == [{"type": "text", "text": "done"}]
+        assert done["_meta"][VIEW_META]["job"]["status"] == "completed"
+        refused = await client.call_tool(STOP_TOOL, {"job": "not-a-job"})
+        assert refused.is_error and "There is no job 'not-a-job' for this client's views." in refused.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_task_tool_with_a_view_answers_a_client_without_apps_as_before(era: str) -> None:
+    async with client_for(mcp_server(job_app([])), era) as client:
+        assert wire(await client.call_tool("quick", {})) == wire(await client.call_tool("quick_plain", {}))

@@ -44,18 +44,19 @@ async function main() {
   outer.src = query.get("sandbox");
   outer.style.cssText = "width:900px;height:640px;border:1px solid #999";
   const bridge = new AppBridge(null, { name: "fusion-nb test host", version: "0" },
-    { serverTools: {}, updateModelContext: { text: {} }, logging: {} });
+    { serverTools: {}, updateModelContext: { text: {} }, logging: {} },
+    { hostContext: { toolInfo: { id: "call-1", tool } } });
   bridge.oncalltool = async (params) => {
     host.calls.push(params);
     return await rpc("tools/call", { name: params.name, arguments: params.arguments || {} });
   };
   bridge.onupdatemodelcontext = async (params) => { host.modelContext.push(params); return {}; };
   bridge.onsandboxready = () => bridge.sendSandboxResourceReady({ html: content.text, csp: content._meta?.ui?.csp });
-  bridge.oninitialized = async () => {
+  bridge.oninitialized = async () => { // (the view is up while the call runs, as the spec has it)
+    host.ready = true;
     await bridge.sendToolInput({ arguments: args });
     host.result = await rpc("tools/call", { name: toolName, arguments: args });
     await bridge.sendToolResult(host.result);
-    host.ready = true;
   };
   document.body.append(outer);
   await bridge.connect(new PostMessageTransport(outer.contentWindow, outer.contentWindow));
