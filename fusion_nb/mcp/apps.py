@@ -295,9 +295,12 @@ class AppsMiddleware:
                         ctx,
                     )
                 if builtin is not None:
+                    arguments = params.get("arguments") or {}
                     token = _caller.set(self.owner_of(ctx))
-                    try:
-                        result = await self.tools.call(name, params.get("arguments") or {})
+                    try:  # (arguments that are no object: the engine's validation says so in one sentence)
+                        result = await self.tools.call(
+                            name, arguments if isinstance(arguments, dict) else {"": arguments}
+                        )
                     finally:
                         _caller.reset(token)
                     return result_to_wire(result, has_output_schema=False, modern=_modern(ctx))
