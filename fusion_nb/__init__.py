@@ -58,9 +58,9 @@ class Fusion(_App):
 
         Same as ``fusion_nb.mcp.mcp_server(app, ...)``; the options are ``ServerOptions``'.
         """
-        from .mcp.server import server_for
+        from .mcp.server import FusionServer
 
-        return server_for(self, options)
+        return FusionServer(self, options)
 
     @_with_options(_HttpOptions)
     def http_app(self, options: _HttpOptions) -> "HttpApp":

@@ -44,7 +44,7 @@ from ..engine import App
 from . import client_config
 from .bounded import BoundedRequests
 from .options import HttpOptions, check_tokens, parse_tokens, with_options
-from .server import server_for
+from .server import FusionServer
 from .streamable import StreamableEndpoint
 
 HEALTH_PATH = "/healthz"
@@ -200,7 +200,7 @@ class HttpApp(Starlette):
         self.token: str | None = token
         self.tokens: Mapping[str, str] = accepted
         self.options = options
-        self.server = server = server_for(app, options, http_mode=options.back_channel_refusal)
+        self.server = server = FusionServer(app, options, http_mode=options.back_channel_refusal)
         hosts, origins = list(options.allowed_hosts or ()), list(options.allowed_origins or ())
         if options.public_url is not None:  # (the name clients reach it by, behind a proxy)
             hosts.append(urlsplit(options.public_url).netloc)

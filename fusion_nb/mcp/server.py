@@ -104,12 +104,15 @@ class RequestInfo:
 
 
 class FusionServer(Server[Any]):
-    """A low-level ``Server`` whose handshake declares ``listChanged`` for tools, resources and prompts,
-    and MCP Apps (``extensions`` on 2026-07-28, ``experimental`` on 2025-11-25, whose capabilities have no
-    ``extensions``).
+    """The SDK's low-level ``Server`` serving one ``App``, complete when constructed: its handlers
+    are its methods, its middleware and extensions installed by ``__init__``.
 
-    (The SDK derives capabilities from ``NotificationOptions`` passed at run time,
-    and its in-memory and HTTP entries pass none.)
+    The handshake declares ``listChanged`` for tools, resources and prompts, and MCP Apps
+    (``extensions`` on 2026-07-28, ``experimental`` on 2025-11-25, whose capabilities have no
+    ``extensions``): the SDK derives capabilities from ``NotificationOptions`` passed at run
+    time, and its in-memory and HTTP entries pass none. ``http_mode``: the words naming an
+    HTTP mode that leaves 2025-era calls no way to ask the client
+    (``HttpOptions.back_channel_refusal``); a refused question quotes them.
     """
 
     app: App
@@ -118,6 +121,72 @@ class FusionServer(Server[Any]):
     task_wire: TaskWire
     #: the ``subscriptions/listen`` handler (``task_listen.watching``: task watches its open streams hold)
     task_listen: TaskListenHandler
+
+    def __init__(self, app: App, options: ServerOptions, *, http_mode: str | None = None) -> None:
+        install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
+        _quiet_malformed_notifications()
+        self.app = app
+        self.http_mode = http_mode
+        self.progress_interval = options.progress_interval
+        keys = options.request_state_keys
+        cursors = Cursors(keys[0] if keys else None)  # (one endpoint's workers share it: each reads the others')
+        page_size = options.page_size or PAGE_SIZE
+        self.tool_pages = ListPages(
+            "tools/list",
+            types.ListToolsResult,
+            "tools",
+            self._tools,
+            page_size=page_size,
+            cursors=cursors,
+            stamp=self._stamp,
+        )
+        app_tool_pages = ListPages(
+            "tools/list",
+            types.ListToolsResult,
+            "tools",
+            self._app_tools,
+            page_size=page_size,
+            cursors=cursors,
+            stamp=self._stamp,
+        )
+        self.apps = apps = AppsMiddleware(app, Views(), PageMiddleware([app_tool_pages]), owner_of)
+        self.log_levels = LogLevels()  # what each 2025 connection chose with logging/setLevel
+        super().__init__(
+            app.name,
+            version=app.version,
+            instructions=app.instructions,
+            on_list_tools=self.tool_pages.handler,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schema,
+        )
+        # The SDK's defaults (OpenTelemetry spans) only when asked: a span per call.
+        defaults = list(self.middleware) if options.telemetry else []
+        boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
+        self.middleware = [*defaults, ParamsInOneSentence(), boundary, apps]  # (apps: before tasks see a call)
+        self.extensions[EXTENSION_ID] = {}
+        # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
+        self.task_wire = install_tasks(
+            self, tasks_of(app), page_size=options.page_size or TASK_PAGE_SIZE, cursors=cursors
+        )
+        self.notifier = notifier = ToolsChangedNotifier()
+        # 2026 listen streams: the SDK's list-changed filter, plus task status for the client's own taskIds
+        self.task_listen = TaskListenHandler(notifier.listen_handler, self.task_wire.tasks)
+        self.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, self.task_listen)
+        self.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self.log_levels.set_level)
+        self.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
+        # resources/* and prompts/* (their list changes through the same notifier); the views' ui:// resources too
+        catalog_pages = serve_catalog(
+            self,
+            app,
+            notifier,
+            page_size=page_size,
+            cursors=cursors,
+            stamp=self._stamp,
+            extra_resources=apps.resources,
+        )
+        lists = (self.tool_pages.invalidate, app_tool_pages.invalidate, catalog_pages[0].invalidate)
+        _listen_weakly(app, self, *lists, notifier.changed)
+        self.middleware.append(PageMiddleware([self.tool_pages, *catalog_pages]))  # innermost: cached list pages
 
     def create_initialization_options(
         self,
@@ -131,81 +200,49 @@ class FusionServer(Server[Any]):
         experimental = experimental_capabilities if experimental_capabilities is not None else {EXTENSION_ID: {}}
         return super().create_initialization_options(notification_options or every, experimental, extensions)
 
+    def _tools(self) -> list[types.Tool]:
+        jobs = tasks_of(self.app).job_wait is not None  # job tools on: task tools may answer a job id
+        return [tool_to_mcp(tool, jobs=jobs) for tool in self.app.tools if not app_only(tool)]
 
-@with_options(ServerOptions)
-def mcp_server(app: App, options: ServerOptions) -> FusionServer:
-    """The SDK's low-level server for ``app``; serve it in-memory, over stdio or HTTP.
+    def _app_tools(self) -> list[types.Tool]:  # (a client that declared MCP Apps: views' tools and ``_meta.ui``)
+        jobs = tasks_of(self.app).job_wait is not None
+        return [tool_to_mcp(tool, jobs=jobs, apps=True) for tool in self.apps.listed(apps=True)]
 
-    The options are ``ServerOptions``' (``fusion_nb.mcp.options``), which documents them.
-    """
-    return server_for(app, options)
+    def _stamp(self) -> dict[str, Any]:
+        return self.server_info_stamp
 
-
-def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None) -> FusionServer:
-    """The server ``mcp_server`` builds, for callers holding ``ServerOptions`` already (``http_app``, the facade).
-
-    ``http_mode``: the words naming an HTTP mode that leaves 2025-era calls no way
-    to ask the client (``HttpOptions.back_channel_refusal``); a refused question quotes them.
-    """
-    install_default()  # figures, tables and ``_repr_*_`` values as rich content (a kernel plugs in IPython's)
-    progress_interval = options.progress_interval
-    keys = options.request_state_keys
-    cursors = Cursors(keys[0] if keys else None)  # (one endpoint's workers share it: each reads the others' cursors)
-    page_size = options.page_size or PAGE_SIZE
-
-    def tools() -> list[types.Tool]:
-        jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
-        return [tool_to_mcp(tool, jobs=jobs) for tool in app.tools if not app_only(tool)]
-
-    def app_tools() -> list[types.Tool]:  # (a client that declared MCP Apps: views' tools and ``_meta.ui`` too)
-        jobs = tasks_of(app).job_wait is not None
-        return [tool_to_mcp(tool, jobs=jobs, apps=True) for tool in apps.listed(apps=True)]
-
-    def stamp() -> dict[str, Any]:
-        return server.server_info_stamp
-
-    tool_pages = ListPages(
-        "tools/list", types.ListToolsResult, "tools", tools, page_size=page_size, cursors=cursors, stamp=stamp
-    )
-    app_tool_pages = ListPages(
-        "tools/list", types.ListToolsResult, "tools", app_tools, page_size=page_size, cursors=cursors, stamp=stamp
-    )
-    apps = AppsMiddleware(app, Views(), PageMiddleware([app_tool_pages]), owner_of)
-
-    def input_schema(name: str) -> Mapping[str, Any] | None:
-        tool = app.get(name)
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        tool = self.app.get(name)
         return tool.input_schema if tool is not None else None
 
-    build_request, run, get_tool = app.request, app.run, app.get
-    log_levels = LogLevels()  # what each 2025 connection chose with logging/setLevel
-
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         calling = calling_client.set(client_label(ctx))  # read as the call starts (the notebook's panel)
         try:
-            return await run_call(ctx, params)
+            return await self._run_call(ctx, params)
         finally:
             calling_client.reset(calling)
 
-    async def run_call(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+    async def _run_call(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         # Returns the CallToolResult wire dict (see convert.result_to_wire): the SDK validates it the same way.
         # A requestState here is plaintext: the SDK's RequestStateBoundary (middleware) unsealed and checked it.
+        app = self.app
         info = RequestInfo(ctx) if app.context_factory is not None else None
         resume = response = None
         if params.request_state:
             resume, response = resumption(params, params.request_state)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        channel = channel_for(ctx, modern, http_mode)
-        tool = get_tool(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
+        channel = channel_for(ctx, modern, self.http_mode)
+        tool = app.get(params.name)  # (the tool this call runs: nothing can replace it before ``run`` starts)
         exchange = serving.get()  # why our transport may end it early (the SDK's own transports: no reason)
         ended_by = exchange.ended_because if exchange is not None else None
-        least = log_levels.least(ctx, modern)
+        least = self.log_levels.least(ctx, modern)
         pump = logs = None
         if wants_progress(ctx, modern):
-            heartbeat = task_wire.heartbeat if tool is not None and tool.task is not None else None
-            pump = ProgressPump(ctx.session.report_progress, progress_interval, heartbeat)
+            heartbeat = self.task_wire.heartbeat if tool is not None and tool.task is not None else None
+            pump = ProgressPump(ctx.session.report_progress, self.progress_interval, heartbeat)
         if least is not None:
             logs = LogPump(ctx, least, params.name)
-        request = build_request(
+        request = app.request(
             params.name,
             params.arguments,
             on_progress=pump.offer if pump is not None else None,
@@ -218,12 +255,12 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         )
         try:
             if pump is None:
-                result = await run(request)
+                result = await app.run(request)
             else:
                 async with anyio.create_task_group() as group:
                     group.start_soon(pump.run)
                     try:
-                        result = await run(request)
+                        result = await app.run(request)
                     finally:
                         pump.close()  # normal end: the last value goes out before the result
         except BaseException:
@@ -241,43 +278,16 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
         wire = result_to_wire(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )
-        return apps.decorate(wire, result, ctx) if tool is not None and tool.view is not None else wire
+        return self.apps.decorate(wire, result, ctx) if tool is not None and tool.view is not None else wire
 
-    _quiet_malformed_notifications()
-    server = FusionServer(
-        app.name,
-        version=app.version,
-        instructions=app.instructions,
-        on_list_tools=tool_pages.handler,
-        on_call_tool=call_tool,
-        get_tool_input_schema=input_schema,
-    )
-    # The SDK's defaults (OpenTelemetry spans) only when asked: a span per call.
-    defaults = list(server.middleware) if options.telemetry else []
-    boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
-    server.middleware = [*defaults, ParamsInOneSentence(), boundary, apps]  # (apps: before tasks see a call)
-    server.extensions[EXTENSION_ID] = {}
-    # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
-    server.task_wire = task_wire = install_tasks(
-        server, tasks_of(app), page_size=options.page_size or TASK_PAGE_SIZE, cursors=cursors
-    )
-    notifier = ToolsChangedNotifier()
-    server.app = app
-    server.notifier = notifier
-    # 2026 listen streams: the SDK's list-changed filter, plus task status for the client's own taskIds
-    server.task_listen = TaskListenHandler(notifier.listen_handler, task_wire.tasks)
-    server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, server.task_listen)
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, log_levels.set_level)
-    server.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
 
-    # resources/* and prompts/* (their list changes through the same notifier); the views' ui:// resources too
-    catalog_pages = serve_catalog(
-        server, app, notifier, page_size=page_size, cursors=cursors, stamp=stamp, extra_resources=apps.resources
-    )
-    lists = (tool_pages.invalidate, app_tool_pages.invalidate, catalog_pages[0].invalidate)
-    _listen_weakly(app, server, *lists, notifier.changed)
-    server.middleware.append(PageMiddleware([tool_pages, *catalog_pages]))  # innermost: the lists' cached pages
-    return server
+@with_options(ServerOptions)
+def mcp_server(app: App, options: ServerOptions) -> FusionServer:
+    """The SDK's low-level server for ``app``; serve it in-memory, over stdio or HTTP.
+
+    The options are ``ServerOptions``' (``fusion_nb.mcp.options``), which documents them.
+    """
+    return FusionServer(app, options)
 
 
 def _listen_weakly(app: App, server: FusionServer, *callbacks: Any) -> None:

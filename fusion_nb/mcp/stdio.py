@@ -121,9 +121,9 @@ async def serve_stdio(app: App, options: ServerOptions) -> None:
     end of input. (Where signals cannot be received, not in the main thread, both
     signals keep their own meaning.)
     """
-    from .server import server_for
+    from .server import FusionServer
 
-    await serve_server_stdio(server_for(app, options), answer_timeout=options.answer_timeout)
+    await serve_server_stdio(FusionServer(app, options), answer_timeout=options.answer_timeout)
 
 
 async def serve_server_stdio(server: Server[Any], *, answer_timeout: float | None = ANSWER_TIMEOUT) -> None:

@@ -45,8 +45,9 @@ async def test_a_restart_ends_a_served_call_with_its_reason(kernel, mode, busy, 
         with anyio.fail_after(30):
             await started.wait()
             if busy:
-                cell = kernel.submit("await anyio.sleep(30)")
-                await kernel.wait_until(lambda: "busy" in kernel.statuses(cell.msg_id), what="the cell runs")
+                cell = kernel.submit("print('started', flush=True)\nawait anyio.sleep(30)")
+                # (its output, not its "busy" status: the status goes out before the cell's hooks have run)
+                await kernel.wait_until(lambda: "started" in cell.stdout, what="the cell runs")
             if restart:
                 await kernel.km.restart_kernel(now=False)
             else:
