@@ -37,7 +37,7 @@ from starlette.types import Send
 
 from ._sdk import error_data_of
 from .ending import STREAM_GONE, serving
-from .wire import KEEPALIVE, SESSION_HEADER_BYTES, SSE_HEADERS, dump, event, preencoded, respond, response_with
+from .wire import KEEPALIVE, SESSION_HEADER_BYTES, SSE_HEADERS, dump, encode, event, preencoded, respond, response_with
 
 if TYPE_CHECKING:
     from .resume import EventLog
@@ -245,9 +245,12 @@ class PostExchange:
             raise NoBackChannelError(method)
         self._asking += 1
         try:
-            return await self._session.ask(self.emit, method, params, opts)
+            return await self._session.questions.ask(self._emit_message, method, params, opts)
         finally:
             self._asking -= 1
+
+    async def _emit_message(self, message: dict[str, Any]) -> None:
+        await self.emit(encode(message))
 
     def disconnected(self) -> None:
         """The client's POST is gone: a question on its stream can never be seen, so a call asking one ends.

@@ -50,16 +50,11 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
-    validate_mcp_param_headers,
-    x_mcp_header_map,
 )
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -71,27 +66,28 @@ from mcp_types import (
     RequestId,
     jsonrpc_message_adapter,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine import current_backend
+from . import era
 from ._sdk import accepted_media
+from .back_channel import lookup, request_key
 from .ending import CLIENT_DISCONNECTED
 from .exchange import PostExchange
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 from .resume import EventLog
 from .sessions import ANSWER_TIMEOUT, Session, Sessions
-from .sessions import _lookup as _lookup  # re-exported: its tests import it from here, as before the split
 from .wire import KEEPALIVE, SESSION_HEADER, SESSION_HEADER_BYTES, SSE_HEADERS, refuse, reject, respond
+
+_lookup = lookup  # re-exported: its tests import it from here, as before the split
 
 __all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "PostExchange", "Session", "Sessions", "StreamableEndpoint"]
 
 log = logging.getLogger("fusion_nb.http")
 
 _VERSION_HEADER = b"mcp-protocol-version"
-_PARAM_HEADER_PREFIX = "mcp-param-"
 _LAST_EVENT_ID = "last-event-id"
 KEEPALIVE_SECONDS = 15.0
 """A call (or ``GET`` stream) silent this long gets a comment line, and then again every so often,
@@ -198,7 +194,7 @@ class StreamableEndpoint:
         self.listens = OwnerQuota("listen streams", per_owner=max_listens_per_owner, total=_MAX_LISTENS)
         # without a schema lookup the SDK's entry finds schemas through tools/list: it serves 2026 whole
         self._serves_modern = server.get_tool_input_schema is not None
-        self._header_maps: dict[str, tuple[object, bool]] = {}
+        self._param_headers = era.ParamHeaders(server)
         # one limiter per kind of refusal: a stranger's repeats must not hide the session limit
         self._listen_refusals = RateLimitedLog(log)
         self._owner_refusals = RateLimitedLog(log)
@@ -211,7 +207,7 @@ class StreamableEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Route by era the way the SDK does: a non-handshake ``MCP-Protocol-Version`` is 2026-07-28."""
         version = next((value for key, value in scope["headers"] if key == _VERSION_HEADER), None)
-        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if era.routes_modern(version):
             if scope["method"] == "POST" and self._serves_modern:
                 await self._modern(scope, receive, send)
             else:
@@ -255,23 +251,16 @@ class StreamableEndpoint:
             await reject(send, None, INVALID_REQUEST, _INVALID_BODY)
             return
         headers = request.headers
-        duplicated = find_duplicated_routing_header(headers.items())
-        if duplicated is not None:
-            await reject(send, message.id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
-            return
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        verdict = era.ladder(decoded, headers.items())
         if isinstance(verdict, InboundLadderRejection):
             await reject(send, message.id, verdict.code, verdict.message, verdict.data)
             return
         if message.method == "tools/call":
-            rejection = self._param_header_rejection(message.params, headers)
+            rejection = self._param_headers.rejection(message.params, headers)
             if rejection is not None:
                 await reject(send, message.id, rejection.code, rejection.message, rejection.data)
                 return
-        connection = Connection.from_envelope(
-            verdict.protocol_version, verdict.client_info, verdict.client_capabilities
-        )
-        await self._serve_modern(request, message, connection, receive, send)
+        await self._serve_modern(request, message, era.modern_connection(verdict), receive, send)
 
     async def _serve_modern(
         self, request: Request, message: JSONRPCRequest, connection: Connection, receive: Receive, send: Send
@@ -320,34 +309,6 @@ class StreamableEndpoint:
             await self.fallback(scope, _replaying(body, receive), send)
         finally:
             self.listens.release(owner)
-
-    def _param_header_rejection(
-        self, params: Mapping[str, Any] | None, headers: Mapping[str, str]
-    ) -> InboundLadderRejection | None:
-        """The SDK's ``Mcp-Param-*`` check for a ``tools/call``, skipped when no header or declaration is involved."""
-        lookup = self.server.get_tool_input_schema
-        name = (params or {}).get("name")
-        arguments = (params or {}).get("arguments")
-        if lookup is None or not isinstance(name, str):
-            return None
-        if arguments is not None and not isinstance(arguments, Mapping):
-            return None
-        carries = any(key.startswith(_PARAM_HEADER_PREFIX) for key in headers)
-        if not arguments and not carries:
-            return None
-        try:
-            schema = lookup(name)
-        except Exception:  # fail open, as the SDK's entry does: header validation never breaks a call
-            log.exception("Mcp-Param header validation skipped: get_tool_input_schema raised")
-            return None
-        if schema is None:
-            return None
-        cached = self._header_maps.get(name)
-        if cached is None or cached[0] is not schema:
-            cached = self._header_maps[name] = (schema, bool(x_mcp_header_map(schema)))
-        if not cached[1] and not carries:
-            return None
-        return validate_mcp_param_headers(schema, arguments or {}, headers)
 
     # -- 2025-11-25
     async def _legacy(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -402,6 +363,8 @@ class StreamableEndpoint:
         try:
             message = jsonrpc_message_adapter.validate_python(raw, by_name=False)
         except ValidationError:
+            if session is not None and isinstance(raw, dict) and "method" not in raw:
+                session.questions.answered(raw)  # a malformed answer still settles its question, in one sentence
             await refuse(
                 send,
                 400,
@@ -426,7 +389,7 @@ class StreamableEndpoint:
             return
         if not isinstance(message, JSONRPCRequest):
             await respond(send, 202, b"", [(SESSION_HEADER_BYTES, session.id.encode())])
-            await self._received(session, request, message)
+            await self._received(session, request, message, raw)
             return
         scope = anyio.CancelScope()
         exchange = PostExchange(
@@ -455,7 +418,8 @@ class StreamableEndpoint:
 
         Its client disconnecting does not cancel it (that era's rule).
         """
-        session.calls[message.id] = (scope, exchange)
+        key = request_key(message.id)  # ("7" and 7 are one id)
+        session.calls[key] = (scope, exchange)
         answered = False
         stop_supervising = _supervising(exchange, receive, None)
         try:
@@ -463,16 +427,16 @@ class StreamableEndpoint:
                 answered = await exchange.run(session.runner, message.method, message.params)
         finally:
             stop_supervising()
-            if session.calls.get(message.id, (None, None))[1] is exchange:
-                del session.calls[message.id]
+            if session.calls.get(key, (None, None))[1] is exchange:
+                del session.calls[key]
         if not exchange.state.ended:  # cancelled by the client or by the session's end
             await exchange.end_cancelled()
         return answered
 
-    async def _received(self, session: Session, request: Request, message: Any) -> None:
+    async def _received(self, session: Session, request: Request, message: Any, raw: dict[str, Any]) -> None:
         """A notification or an answer the client POSTed (already acknowledged with 202)."""
         if isinstance(message, JSONRPCResponse | JSONRPCError):
-            session.answered(message)
+            session.questions.answered(raw)
             return
         if message.method == "notifications/cancelled":
             session.cancel(message.params)
