@@ -52,11 +52,10 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded
 from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import (
     cancelled_request_id_from_params,
     handler_exception_to_error_data,
-    progress_token_from_params,
 )
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
@@ -73,6 +72,7 @@ from . import era
 from ._sdk import error_data_of
 from .back_channel import BackChannel, counting_ids, lookup, request_key
 from .ending import CONNECTION_ENDED, client_cancelled, serving
+from .exchange_core import Exchange, Move, acknowledged
 from .options import ANSWER_TIMEOUT
 from .pipe_reader import MAX_LINE_BYTES, SURROGATE_ESCAPE, LineReader, Oversized, loads_leniently, unreadable, watchable
 from .pipe_writer import PipeWriter, answer_line, encode_line, without_surrogates
@@ -106,38 +106,19 @@ def _is_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
-class Exchange:
-    """The SDK's ``DispatchContext`` for one request on the pipe: what the call sends goes out on it.
+class _Call:
+    """One running request: its exchange (the SDK's dispatch context), and how the reader ends its task.
 
-    ``modern`` requests (2026-07-28) may notify but not ask the client (that era
-    forbids server-to-client requests). Once the call has settled, the exchange is
-    closed: late notifications are dropped, questions refused.
+    ``stop`` may come before the call's task has begun (the end of input, a cancel in
+    the chunk that brought the request): ``stopped`` tells the task as it begins.
     """
 
-    __slots__ = (
-        "_cancel_requested",
-        "_cut",
-        "closed",
-        "connection",
-        "modern",
-        "progress_token",
-        "request_id",
-        "stopped",
-        "why",
-    )
+    __slots__ = ("_cut", "exchange", "stopped")
 
-    message_metadata = None
-
-    def __init__(self, connection: PipeConnection, request_id: RequestId | None, params: Any, *, modern: bool) -> None:
-        self.connection = connection
-        self.request_id = request_id
-        self.modern = modern
-        self.progress_token = progress_token_from_params(params)
-        self.closed = False
-        self.stopped = False  # ``stop`` was called (maybe before the call's task began)
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.stopped = False
         self._cut: Interruptible | None = None
-        self._cancel_requested: anyio.Event | None = None
-        self.why: str | None = None  # why ``stop`` ended the call (see ``ending``)
 
     def interruptible(self) -> Interruptible:
         """What the call's own task runs in: ``stop`` from elsewhere ends it (made in that task)."""
@@ -146,54 +127,10 @@ class Exchange:
 
     def stop(self, because: str) -> None:
         """End the call from the reader or the connection's end (its task may not have begun yet)."""
-        if self.why is None:
-            self.why = because
+        self.exchange.ending(because)
         self.stopped = True
         if self._cut is not None:
             self._cut.cancel()
-
-    def ended_because(self) -> str | None:
-        return self.why
-
-    @property
-    def transport(self) -> TransportContext:
-        return _MODERN_TRANSPORT if self.modern else _TRANSPORT
-
-    @property
-    def can_send_request(self) -> bool:
-        return not self.modern and not self.closed and self.request_id is not None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        """Set when the client sends ``notifications/cancelled`` for this request."""
-        if self._cancel_requested is None:
-            self._cancel_requested = anyio.Event()
-        return self._cancel_requested
-
-    @property
-    def cancelled_by_client(self) -> bool:
-        return self._cancel_requested is not None and self._cancel_requested.is_set()
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        """A notification about this request (dropped once it has settled)."""
-        if not self.closed:
-            await self.connection.notify(method, params, opts)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """``notifications/progress`` for this request, when the client sent a progress token."""
-        if self.progress_token is not None and not self.closed:
-            given = {key: value for key, value in (("total", total), ("message", message)) if value is not None}
-            await self.connection.notify(
-                "notifications/progress", {"progressToken": self.progress_token, "progress": progress, **given}
-            )
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        """Ask the client (2025 era, while the call runs); the answer comes back on the pipe."""
-        if not self.can_send_request:
-            raise NoBackChannelError(method)
-        return await self.connection.send_raw_request(method, params, opts)
 
 
 class PipeConnection:
@@ -225,7 +162,7 @@ class PipeConnection:
         self.connection: Connection | None = None  # the 2025 era's one connection
         self.runner: ServerRunner[Any] | None = None
         self.client_gone = False  # the client stopped reading (a broken pipe)
-        self._calls: dict[RequestId, Exchange] = {}
+        self._calls: dict[RequestId, _Call] = {}
         self._lead: list[dict[str, Any]] = []  # notifications before the first request (the SDK replays 8)
         self._running = 0
         self._idle: anyio.Event | None = None
@@ -251,9 +188,10 @@ class PipeConnection:
         """Ask the client and wait for its answer (``opts["timeout"]``, else ``answer_timeout``, bounds the wait)."""
         if self._ended or self.modern:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        return await self.questions.ask(self._emit, method, params, opts)
+        return await self.questions.ask(self.send, method, params, opts)
 
-    async def _emit(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one message (the outlet of the connection's exchanges: their notifications and questions)."""
         await self.writer.write(encode_line(message))
 
     def _client_gone(self) -> None:
@@ -293,8 +231,8 @@ class PipeConnection:
         self._ended = True
         self.writer.release()  # answers queued for a client behind wait for the final drain, not for room
         self.questions.close()  # no answer: Connection closed
-        for exchange in list(self._calls.values()):
-            exchange.stop(CONNECTION_ENDED)
+        for running in list(self._calls.values()):
+            running.stop(CONNECTION_ENDED)
         with anyio.move_on_after(_CLEANUP_TIMEOUT) as waited:
             while self._running:
                 self._idle = anyio.Event()
@@ -498,10 +436,13 @@ class PipeConnection:
                 "send each request with an id of its own.",
             )
             return None
-        exchange = Exchange(self, request_id, params, modern=modern)
-        self._calls[key] = exchange
+        if modern:
+            exchange = Exchange(self, request_id, params, _MODERN_TRANSPORT)
+        else:
+            exchange = Exchange(self, request_id, params, _TRANSPORT, questions=self.questions)
+        running = self._calls[key] = _Call(exchange)
         self._running += 1
-        call = self._serve(exchange, key, method, params)
+        call = self._serve(running, key, method, params)
         if method == "initialize":
             return call
         # its first step at once where the loop can: a quick call answers without a loop turn of its own
@@ -519,15 +460,16 @@ class PipeConnection:
         for message in lead:
             await self._notify_server(message)
 
-    async def _serve(self, exchange: Exchange, key: RequestId, method: str, params: Any) -> None:
+    async def _serve(self, running: _Call, key: RequestId, method: str, params: Any) -> None:
         """Run one request and write its answer (none for a call the client cancelled)."""
+        exchange = running.exchange
         request_id = exchange.request_id
         answer: dict[str, Any] | None = None
         serving.set(exchange)  # (this task serves this request alone)
         try:
-            with exchange.interruptible() as cut:
+            with running.interruptible() as cut:
                 try:
-                    if exchange.stopped:  # before its task began
+                    if running.stopped:  # before its task began
                         if exchange.cancelled_by_client:
                             await cut.cancel_here()  # the client took it back: it never runs
                         # the end of input: cancelled at its first wait, as a running call is (a quick one answers)
@@ -538,14 +480,14 @@ class PipeConnection:
                     error = handler_exception_to_error_data(exc) or error_data_of(exc)
                     answer = _error_message(request_id, error)
                 finally:
-                    exchange.closed = True
-                    if self._calls.get(key) is exchange:
+                    exchange.state.apply(Move.SETTLE)
+                    if self._calls.get(key) is running:
                         del self._calls[key]
-            if exchange.cancelled_by_client:
+            if exchange.cancelled_by_client or (answer is None and self.writer.gone):
+                exchange.state.apply(Move.ABANDON)
                 return
+            exchange.state.apply(Move.ANSWER)
             if answer is None:  # cancelled by the end of the connection
-                if self.writer.gone:
-                    return
                 answer = _error(request_id, CONNECTION_CLOSED, "Connection closed")
                 with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
                     await self.writer.write(encode_line(answer))
@@ -573,8 +515,8 @@ class PipeConnection:
         if message["method"] == "notifications/cancelled":
             named = cancelled_request_id_from_params(message.get("params"))
             running = lookup(self._calls, named)
-            if running is not None and not running.closed:
-                running.cancel_requested.set()
+            if running is not None and not running.exchange.settled:
+                running.exchange.cancel_requested.set()
                 running.stop(client_cancelled(message.get("params")))
         if self.modern is None:
             if len(self._lead) < 8:
@@ -585,8 +527,7 @@ class PipeConnection:
     async def _notify_server(self, message: dict[str, Any]) -> None:
         method: str = message["method"]
         params: dict[str, Any] | None = message.get("params")
-        exchange = Exchange(self, None, params, modern=bool(self.modern))
-        exchange.closed = True
+        exchange = acknowledged(_MODERN_TRANSPORT if self.modern else _TRANSPORT)
         try:
             if self.runner is not None:
                 await self.runner.on_notify(exchange, method, params)

@@ -38,7 +38,7 @@ from .resume import EventLog, EventLogs
 from .wire import dump, encode
 
 if TYPE_CHECKING:
-    from .exchange import PostExchange
+    from .exchange_core import Exchange
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -89,7 +89,7 @@ class Session:
         self.answer_timeout = answer_timeout
         self.connection = Connection.for_loop(self, session_id=self.id)
         self.runner: ServerRunner[Any] = ServerRunner(server, self.connection, lifespan_state)
-        self.calls: dict[RequestId, tuple[anyio.CancelScope, PostExchange]] = {}
+        self.calls: dict[RequestId, tuple[anyio.CancelScope, Exchange]] = {}
         self.logs = EventLogs()
         self.busy = 0
         self.idle_since = anyio.current_time()

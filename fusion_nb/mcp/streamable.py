@@ -28,7 +28,7 @@ entry checks them once).
   ``Last-Event-ID`` resumes a stream that dropped (``resume``); ``DELETE`` ends the
   session. A disconnect does not cancel a call (that era's rule).
 
-One POST's exchange and its state machine are ``exchange``; the bytes are ``wire``.
+One POST's exchange is ``exchange_core``'s, written through ``exchange.ResponseOutlet``; the bytes are ``wire``.
 ``http_app`` uses this for its default mode; ``json_response=True`` and
 ``stateless=True`` keep the SDK's transport.
 """
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -47,7 +47,6 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     InboundLadderRejection,
     unsupported_protocol_version_rejection,
@@ -63,7 +62,6 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
-    RequestId,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -75,7 +73,8 @@ from . import era
 from ._sdk import accepted_media
 from .back_channel import lookup, request_key
 from .ending import CLIENT_DISCONNECTED
-from .exchange import PostExchange
+from .exchange import ResponseOutlet
+from .exchange_core import Exchange, acknowledged
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 from .resume import EventLog
 from .sessions import ANSWER_TIMEOUT, Session, Sessions
@@ -83,7 +82,7 @@ from .wire import KEEPALIVE, SESSION_HEADER, SESSION_HEADER_BYTES, SSE_HEADERS, 
 
 _lookup = lookup  # re-exported: its tests import it from here, as before the split
 
-__all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "PostExchange", "Session", "Sessions", "StreamableEndpoint"]
+__all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "ResponseOutlet", "Session", "Sessions", "StreamableEndpoint"]
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -119,21 +118,21 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     scope.cancel()
 
 
-async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None) -> None:
+async def _supervise(outlet: ResponseOutlet, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None) -> None:
     """While a call runs: a keepalive every ``KEEPALIVE_SECONDS``; if its client goes, cancel (2026) or stop (2025)."""
     while True:
         with anyio.move_on_after(KEEPALIVE_SECONDS):
             await _disconnected(receive)
             if cancel_on_disconnect is not None:
-                exchange.ending(CLIENT_DISCONNECTED)
+                outlet.exchange.ending(CLIENT_DISCONNECTED)
                 cancel_on_disconnect.cancel()
-            exchange.disconnected()
+            outlet.disconnected()
             return
-        await exchange.keepalive()
+        await outlet.keepalive()
 
 
 def _supervising(
-    exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None
+    outlet: ResponseOutlet, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None
 ) -> Callable[[], None]:
     """Supervise a call (``_supervise``) once it has let the loop run; returns the function that stops it.
 
@@ -142,7 +141,7 @@ def _supervising(
     a task: starting, then cancelling one costs two extra loop turns (measured by
     ``benchmarks/http.py``'s quick calls).
     """
-    supervise = partial(_supervise, exchange, receive, cancel_on_disconnect)
+    supervise = partial(_supervise, outlet, receive, cancel_on_disconnect)
     return current_backend().start_later(supervise, "fusion-nb call supervisor")
 
 
@@ -265,18 +264,18 @@ class StreamableEndpoint:
     async def _serve_modern(
         self, request: Request, message: JSONRPCRequest, connection: Connection, receive: Receive, send: Send
     ) -> None:
-        exchange = PostExchange(send, request, message.id, message.params, session=None, modern=True)
+        outlet = ResponseOutlet(send, request, message.id, message.params, session=None, modern=True)
         runner: ServerRunner[Any] = ServerRunner(self.server, connection, self.sessions.lifespan_state)
         cancel = anyio.CancelScope()
-        stop_supervising = _supervising(exchange, receive, cancel)
+        stop_supervising = _supervising(outlet, receive, cancel)
         try:
             with cancel:
-                await exchange.run(runner, message.method, message.params)
+                await outlet.run(runner, message.method, message.params)
         finally:
             stop_supervising()
             await aclose_shielded(connection)
-        if not exchange.state.ended:
-            exchange.abandon()
+        if not outlet.state.ended:
+            outlet.abandon()
             log.debug("MCP client disconnected during %s (id %r); the call was cancelled", message.method, message.id)
 
     async def _acknowledge(self, request: Request, decoded: dict[str, Any], send: Send) -> None:
@@ -392,7 +391,7 @@ class StreamableEndpoint:
             await self._received(session, request, message, raw)
             return
         scope = anyio.CancelScope()
-        exchange = PostExchange(
+        outlet = ResponseOutlet(
             send,
             request,
             message.id,
@@ -402,14 +401,14 @@ class StreamableEndpoint:
             opening=opening,
             cancel_call=scope.cancel,
         )
-        answered = await self._serve(session, exchange, scope, message, receive)
+        answered = await self._serve(session, outlet, scope, message, receive)
         if opening and not answered:
             await self.sessions.end(session)  # a failed initialize establishes nothing
 
     async def _serve(
         self,
         session: Session,
-        exchange: PostExchange,
+        outlet: ResponseOutlet,
         scope: anyio.CancelScope,
         message: JSONRPCRequest,
         receive: Receive,
@@ -419,18 +418,19 @@ class StreamableEndpoint:
         Its client disconnecting does not cancel it (that era's rule).
         """
         key = request_key(message.id)  # ("7" and 7 are one id)
+        exchange = outlet.exchange
         session.calls[key] = (scope, exchange)
         answered = False
-        stop_supervising = _supervising(exchange, receive, None)
+        stop_supervising = _supervising(outlet, receive, None)
         try:
             with session.in_use(), scope:
-                answered = await exchange.run(session.runner, message.method, message.params)
+                answered = await outlet.run(session.runner, message.method, message.params)
         finally:
             stop_supervising()
             if session.calls.get(key, (None, None))[1] is exchange:
                 del session.calls[key]
-        if not exchange.state.ended:  # cancelled by the client or by the session's end
-            await exchange.end_cancelled()
+        if not outlet.state.ended:  # cancelled by the client or by the session's end
+            await outlet.end_cancelled()
         return answered
 
     async def _received(self, session: Session, request: Request, message: Any, raw: dict[str, Any]) -> None:
@@ -441,7 +441,7 @@ class StreamableEndpoint:
         if message.method == "notifications/cancelled":
             session.cancel(message.params)
         try:
-            await session.runner.on_notify(_Acknowledged(request), message.method, message.params)
+            await session.runner.on_notify(_acknowledged(request), message.method, message.params)
         except Exception:
             log.exception("MCP notification handler for %r failed", message.method)
 
@@ -500,25 +500,10 @@ class StreamableEndpoint:
             await _stream_response(send, session, receive, frames, replaced)
 
 
-class _Acknowledged:
+def _acknowledged(request: Request) -> Exchange:
     """The dispatch context of a POSTed notification: its POST was answered ``202`` already, nothing rides it."""
-
-    def __init__(self, request: Request) -> None:
-        self.request_id: RequestId | None = None
-        self.progress_token = None
-        self.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
-        self.message_metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
-        self.can_send_request = False
-        self.cancel_requested = anyio.Event()
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        log.debug("dropped %s: a notification's POST has no stream", method)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
-
-    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
-        raise NoBackChannelError(method)
+    transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
+    return acknowledged(transport, ServerMessageMetadata(request_context=request, can_send_request=False))
 
 
 _MAX_LISTENS = 1000

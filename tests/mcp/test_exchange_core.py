@@ -1,4 +1,6 @@
-"""Both transports share one era rule and one back channel: a transport that grows its own copy fails here.
+"""Both transports share one dispatch context, one state machine, one era rule and one back channel.
+
+A transport that grows its own copy fails here.
 
 The copies drifted before (issue 45): ``7`` and ``"7"`` matched on stdio and not
 over HTTP, a malformed answer was a sentence on one and a wait on the other. The
@@ -26,6 +28,9 @@ TRANSPORTS = [
     "http.py",
     "stdio.py",
 ]
+DISPATCH_CONTEXT = {"notify", "progress", "send_raw_request"}
+"""The SDK's ``DispatchContext`` methods a request's context implements (``Outbound`` has the first and last)."""
+
 ERA_NAMES = {
     "PROTOCOL_VERSION_META_KEY",
     "HANDSHAKE_PROTOCOL_VERSIONS",
@@ -58,6 +63,33 @@ def existing(names: list[str]) -> list[Path]:
     return [MCP / name for name in names if (MCP / name).exists()]
 
 
+def classes(path: Path) -> dict[str, ast.ClassDef]:
+    return {node.name: node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)}
+
+
+def methods(node: ast.ClassDef) -> set[str]:
+    return {item.name for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def test_one_dispatch_context_serves_both_transports():
+    """``exchange_core.Exchange`` is the only class in ``fusion_nb.mcp`` implementing the SDK's dispatch context
+    (there were three: the pipe's, a POST's and a POSTed notification's)."""
+    found = [
+        f"{path.name}:{name}"
+        for path in sorted(MCP.glob("*.py"))
+        for name, node in classes(path).items()
+        if methods(node) >= DISPATCH_CONTEXT
+    ]
+    assert found == ["exchange_core.py:Exchange"]
+
+
+@pytest.mark.parametrize("path", existing(TRANSPORTS), ids=lambda path: path.name)
+def test_no_transport_keeps_its_own_state_machine(path):
+    """An exchange's phases and moves are ``exchange_core.ExchangeState``'s; no transport defines states of its own."""
+    enums = [name for name, node in classes(path).items() if any("Enum" in ast.unparse(base) for base in node.bases)]
+    assert enums == [] and "ExchangeState" not in classes(path), f"{path.name} keeps an exchange's state itself"
+
+
 @pytest.mark.parametrize("path", existing(TRANSPORTS), ids=lambda path: path.name)
 def test_no_transport_decides_the_era_itself(path):
     """The first request fixing the era, the 2026 envelope test, the other era's refusal, the ladder: ``era``."""
@@ -81,3 +113,4 @@ def test_the_shared_modules_are_the_ones_named():
         assert "BackChannel" in names_used(path), path.name
     for path in existing(["pipe.py", "streamable.py"]):
         assert "era" in names_used(path), path.name
+        assert {"Exchange", "acknowledged"} <= names_used(path), path.name
