@@ -40,7 +40,10 @@ on stdio whose handlers forward to an SDK ``Client`` on the URL:
   stream stamped with the host's subscription id. Tool list changes share the stream.
 * Resources, templates, prompts, completion and logging are forwarded when the upstream
   declares them (``_relayed_handlers``), and the host's handshake carries the upstream's
-  ``serverInfo``, ``instructions`` and capabilities.
+  ``serverInfo``, ``instructions`` and capabilities. A 2026 host's ``prompts/get`` and
+  ``resources/read`` pass their input rounds through as a tool call does; a 2025 host is
+  asked for sampling and roots over its session (``_forward_sampling``, ``_forward_roots``),
+  and its ``logging/setLevel`` is kept and sent upstream in each request's ``_meta``.
 * A POST of one call refused (413) or cut before any answer fails that call alone, in one
   sentence (``_watching_transport``: the SDK's client would leave it unanswered and close).
   A lost upstream fails the calls waiting on it; the bridge reconnects (``bridge``'s
@@ -107,6 +110,10 @@ class _Forwarded:
     tasks: bool = False  # made for a 2025-11-25 host's task: declares the tasks extension upstream
 
 
+#: the level the bridge's 2025-era host set (``logging/setLevel``; one host per bridge): a 2026 upstream has no
+#: setLevel, so each request made for that host carries it in ``_meta`` (every line until it sets one, as direct)
+_host_level: contextvars.ContextVar[list[str]] = contextvars.ContextVar("fusion_nb_connect_host_level")
+
 #: the downstream request an upstream request (or an upstream elicitation) is made for
 _downstream: contextvars.ContextVar[_Forwarded] = contextvars.ContextVar("fusion_nb_connect_downstream")
 #: where the upstream POSTs of one downstream call report a failure (the SDK sends them in that call's context)
@@ -132,6 +139,7 @@ async def bridge(
     from ..mcp.http import connect
 
     relay = _Relay(url)
+    _host_level.set(["debug"])  # (seen by every task of this bridge: they are all started below)
 
     async def task_support() -> dict[str, str]:
         """Each upstream tool's ``taskSupport``, from a short 2025-era session (the 2026 wire has no ``execution``)."""
@@ -168,6 +176,8 @@ async def bridge(
                         outgoing=_HostStamp,
                         client_info=types.Implementation(name="fusion-nb-connect", version=__version__),
                         elicitation_callback=_forward_elicitation,
+                        sampling_callback=_forward_sampling,
+                        list_roots_callback=_forward_roots,
                         extensions=[_tasks_claim(relay.on_task_status)],
                         message_handler=relay.on_upstream_message,
                     ) as client,
@@ -602,11 +612,11 @@ def _bridge_server(relay: _Relay) -> Any:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         forwarded = _Forwarded(ctx, params.name)
-        async with _forwarding(forwarded):
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return await _modern_call(relay, ctx, params)
-            progress = ProgressRelay(ctx.session.report_progress)
-            try:
+        try:
+            async with _forwarding(forwarded):
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    return await _modern_call(relay, ctx, params)
+                progress = ProgressRelay(ctx.session.report_progress)
                 result = await relay.forward(
                     lambda: relay.client.call_tool(
                         params.name, params.arguments, progress_callback=progress.on_progress
@@ -614,9 +624,15 @@ def _bridge_server(relay: _Relay) -> Any:
                 )
                 await progress.finish()  # the last value reaches the host before the result
                 return result
-            except MCPError:
-                if forwarded.failure is None:
-                    raise  # the upstream's own error, with its code
+        except MCPError as exc:
+            if forwarded.failure is None and exc.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                from ..engine import ELICITATION_UNSUPPORTED, ToolError
+
+                # the 2026 upstream's refusal of what this 2025 host did not declare: the result it gets direct
+                message, _, recovery = exc.error.message.partition(" Recovery: ")
+                forwarded.failure = ToolError(ELICITATION_UNSUPPORTED, message, recovery=recovery or None)
+            if forwarded.failure is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                raise  # the upstream's own error, with its code
         # asking the host failed: the result the upstream gives a client whose handler fails
         from ..engine import CallResult
         from ..mcp.convert import result_to_wire
@@ -668,8 +684,15 @@ def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[
 
     async def forwarded(ctx: Any, request: Callable[[], Awaitable[Any]], what: str = "") -> Any:
         relay.remember(ctx.session)
-        async with _forwarding(_Forwarded(ctx, what)):
-            return await relay.forward(request)
+        try:
+            async with _forwarding(_Forwarded(ctx, what)):
+                return await relay.forward(request)
+        except MCPError as exc:
+            modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if exc.error.code != types.MISSING_REQUIRED_CLIENT_CAPABILITY or modern:
+                raise
+            said = " ".join(exc.error.message.partition(" Recovery: ")[::2]).strip()
+            raise MCPError(types.INVALID_PARAMS, said) from None  # what a 2025 client gets direct
 
     def cursor(params: types.PaginatedRequestParams | None) -> str | None:
         return params.cursor if params else None
@@ -686,7 +709,13 @@ def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[
             )
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-            return await forwarded(ctx, lambda: relay.client.read_resource(str(params.uri)), str(params.uri))
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # the host drives the input rounds, as for a tool
+                request: Callable[[], Awaitable[Any]] = lambda: relay.client.session.read_resource(  # noqa: E731
+                    str(params.uri), **_rounds(params)
+                )
+            else:
+                request = lambda: relay.client.read_resource(str(params.uri))  # noqa: E731
+            return await forwarded(ctx, request, str(params.uri))
 
         handlers.update(
             on_list_resources=list_resources, on_list_resource_templates=list_templates, on_read_resource=read_resource
@@ -708,7 +737,13 @@ def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[
             return await forwarded(ctx, lambda: relay.client.list_prompts(cursor=cursor(params), cache_mode="bypass"))
 
         async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
-            return await forwarded(ctx, lambda: relay.client.get_prompt(params.name, params.arguments), params.name)
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                request: Callable[[], Awaitable[Any]] = lambda: relay.client.session.get_prompt(  # noqa: E731
+                    params.name, params.arguments, **_rounds(params)
+                )
+            else:
+                request = lambda: relay.client.get_prompt(params.name, params.arguments)  # noqa: E731
+            return await forwarded(ctx, request, params.name)
 
         handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
     if offered.completions is not None:
@@ -722,10 +757,22 @@ def _relayed_handlers(relay: _Relay, offered: types.ServerCapabilities) -> dict[
     if offered.logging is not None:
 
         async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> Any:
+            if relay.client is not None and relay.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                _host_level.get()[0] = params.level  # a 2026 upstream has no setLevel: each request says it
+                return types.EmptyResult()
             return await forwarded(ctx, lambda: relay.client.set_logging_level(params.level))
 
         handlers["on_set_logging_level"] = set_level
     return handlers
+
+
+def _rounds(params: Any) -> dict[str, Any]:
+    """A 2026 host's answers and sealed state, passed upstream byte for byte; its ``InputRequiredResult`` back."""
+    return {
+        "input_responses": params.input_responses,
+        "request_state": params.request_state,
+        "allow_input_required": True,
+    }
 
 
 class _OpenParams(types.RequestParams):
@@ -1080,6 +1127,45 @@ async def _forward_elicitation(context: Any, params: types.ElicitRequestParams) 
         return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host's answer is malformed")
 
 
+_SAMPLING_OPTIONS = (
+    "system_prompt",
+    "include_context",
+    "temperature",
+    "stop_sequences",
+    "metadata",
+    "model_preferences",
+    "tools",
+    "tool_choice",
+)
+
+
+async def _forward_sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+    """Ask the 2025-era host's model over its live session (an upstream ``sampling/createMessage``)."""
+    forwarded = _downstream.get(None)
+    declared = forwarded.ctx.session.client_capabilities if forwarded is not None else None
+    if forwarded is None or declared is None or declared.sampling is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host does not support sampling")
+    options = {key: value for key in _SAMPLING_OPTIONS if (value := getattr(params, key, None)) is not None}
+    try:
+        return await forwarded.ctx.session.create_message(
+            params.messages, max_tokens=params.max_tokens, related_request_id=forwarded.ctx.request_id, **options
+        )
+    except MCPError as exc:
+        return exc.error
+
+
+async def _forward_roots(context: Any) -> Any:
+    """Ask the 2025-era host for its roots over its live session (an upstream ``roots/list``)."""
+    forwarded = _downstream.get(None)
+    declared = forwarded.ctx.session.client_capabilities if forwarded is not None else None
+    if forwarded is None or declared is None or declared.roots is None:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the connected host declares no roots")
+    try:
+        return await forwarded.ctx.session.list_roots()
+    except MCPError as exc:
+        return exc.error
+
+
 @contextlib.asynccontextmanager
 async def _forwarding(forwarded: _Forwarded) -> AsyncIterator[None]:
     """Forward one host request: upstream requests are made in the host's name, failures become one error.
@@ -1168,6 +1254,12 @@ def _restamped(item: Any, forwarded: _Forwarded) -> Any:
         capabilities.pop("elicitation", None)
     else:
         capabilities["elicitation"] = elicitation.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for kind in ("sampling", "roots"):  # (the bridge asks its host for them: declared exactly when the host does)
+        offered = getattr(declared, kind, None) if declared is not None else None
+        if offered is None:
+            capabilities.pop(kind, None)
+        else:
+            capabilities[kind] = offered.model_dump(by_alias=True, mode="json", exclude_none=True)
     extensions = dict(capabilities.get("extensions") or {})
     extensions.pop(TASKS_EXTENSION, None)  # the bridge's claim: declared only for a host that declared it
     if declared is not None and TASKS_EXTENSION in (declared.extensions or {}):
@@ -1179,6 +1271,15 @@ def _restamped(item: Any, forwarded: _Forwarded) -> Any:
     else:
         capabilities.pop("extensions", None)
     meta[types.CLIENT_CAPABILITIES_META_KEY] = capabilities
+    # Log lines: a 2026 host's own level, a 2025 host's setLevel (every line until it sets one, as direct).
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        level = (getattr(ctx, "meta", None) or {}).get(types.LOG_LEVEL_META_KEY)
+    else:
+        level = _host_level.get(["debug"])[0]
+    if level is None:
+        meta.pop(types.LOG_LEVEL_META_KEY, None)
+    else:
+        meta[types.LOG_LEVEL_META_KEY] = level
     client_params = ctx.session.client_params
     if client_params is not None:
         meta[types.CLIENT_INFO_META_KEY] = client_params.client_info.model_dump(

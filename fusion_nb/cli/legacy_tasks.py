@@ -169,9 +169,13 @@ class LegacyTasks:
             else:
                 await anyio.sleep(_poll_seconds(task))
             task = await self._fetch(ctx, task_id)
-        result = task.get("result")
+        result, error = task.get("result"), task.get("error")
         if isinstance(result, dict):
             wire = {key: value for key, value in result.items() if key != "resultType"}
+        elif isinstance(error, dict):  # failed (a crash upstream): SEP-2663 inlines the JSON-RPC error
+            name = self.created.get(task_id, "")
+            failure = CallResult.failure(ToolError("INTERNAL_ERROR", str(error.get("message") or "failed")))
+            wire = result_to_wire(failure, has_output_schema=self.output_schemas.get(name, False), modern=False)
         else:  # cancelled: the draft inlines no result; the one fusion-nb's 2025 wire gives
             name = self.created.get(task_id, "")
             failure = CallResult.failure(ToolError("CANCELLED", f'Task "{task_id}" of tool "{name}" has no result.'))

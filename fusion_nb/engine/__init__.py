@@ -27,6 +27,7 @@ from ._errors import (
     TIMEOUT,
     UNKNOWN_TOOL,
     Aborted,
+    NoWayToAsk,
     ToolError,
     did_you_mean,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "MemoryTaskStore",
     "Middleware",
     "NoChannel",
+    "NoWayToAsk",
     "Presented",
     "ProgressEvent",
     "Prompt",

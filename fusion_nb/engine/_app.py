@@ -440,7 +440,7 @@ class App:
         except Exception as exc:  # a context factory (or answer) that fails is the host's bug
             error_id = new_error_id()
             log.error("starting a call of tool %s failed (error id %s)", name, error_id, exc_info=exc)
-            return Call.failed(call_id, plan.tool, request, internal_error(name, exc, error_id))
+            return Call.failed(call_id, plan.tool, request, internal_error(name, exc, error_id), error_id=error_id)
 
     def _settings(self) -> RunSettings:
         settings = self._run_settings

@@ -299,5 +299,4 @@ def validate_form(fields: dict[str, AskField], content: Any) -> tuple[dict[str, 
             clean[key] = field.default_value
         elif field.required:
             problems.append(f'"{key}" is required but was not answered')
-    problems.extend(f'"{key}" is not a field of this form' for key in content if key not in fields)
-    return clean, problems
+    return clean, problems  # (a key the form lacks is dropped: MCP's requestedSchema cannot forbid extra keys)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Strict, StrictBool, StrictInt, StrictStr
 
 from ._errors import no_such_attribute
+from ._json_schema import SchemaInput, header_problem
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, ToolInput, enum_annotation, strict_model
 from ._tasks import TaskOptions
@@ -40,6 +41,7 @@ class ToolBuilder:
         self._description: str | None = None
         self._fields = InputFields()
         self._model: type[BaseModel] | None = None
+        self._schema: SchemaInput | None = None
         self._returns: type[BaseModel] | None = None
         self._annotations: dict[str, bool] = dict(_VERB_HINTS[self._verb])
         self._middleware: list[Middleware] = []
@@ -61,19 +63,40 @@ class ToolBuilder:
         self._description = inspect.cleandoc(text)
         return self
 
-    def _field(self, key: str, annotation: Any, description: str | None, default: Any, optional: bool) -> ToolBuilder:
-        if self._model is not None:
-            raise ValueError(
-                f'tool "{self._name}" already takes its input from with_model(); add the field to the model instead'
+    def _field(
+        self,
+        key: str,
+        annotation: Any,
+        description: str | None,
+        default: Any,
+        optional: bool,
+        header: str | None = None,
+    ) -> ToolBuilder:
+        if self._model is not None or self._schema is not None:
+            how = (
+                "with_model(); add the field to the model" if self._model is not None else "with_schema(); add it there"
             )
-        self._fields.add(key, annotation, description, default=default, optional=optional)
+            raise ValueError(f'tool "{self._name}" already takes its input from {how} instead')
+        self._fields.add(key, annotation, description, default=default, optional=optional, header=header)
         return self
 
     def with_string(
-        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+        self,
+        key: str,
+        description: str | None = None,
+        *,
+        default: Any = _MISSING,
+        optional: bool = False,
+        header: str | None = None,
     ) -> ToolBuilder:
-        """A string argument ``key``; ``optional=True`` makes it default to ``None``."""
-        return self._field(key, StrictStr, description, default, optional)
+        """A string argument ``key``; ``optional=True`` makes it default to ``None``.
+
+        ``header="Region"`` mirrors it into an ``Mcp-Param-Region`` HTTP header (SEP-2243,
+        2026-07-28 clients): gateways route on it without reading the body, and the server
+        refuses a call whose header and argument disagree. Also on integer, boolean and
+        enum fields; a mirrored field is required or has a default (``null`` has no header).
+        """
+        return self._field(key, StrictStr, description, default, optional, header)
 
     def with_number(
         self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
@@ -82,16 +105,28 @@ class ToolBuilder:
         return self._field(key, StrictNumber, description, default, optional)
 
     def with_integer(
-        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+        self,
+        key: str,
+        description: str | None = None,
+        *,
+        default: Any = _MISSING,
+        optional: bool = False,
+        header: str | None = None,
     ) -> ToolBuilder:
         """An integer argument (``1.5``, ``"3"`` and ``true`` are refused)."""
-        return self._field(key, StrictInt, description, default, optional)
+        return self._field(key, StrictInt, description, default, optional, header)
 
     def with_boolean(
-        self, key: str, description: str | None = None, *, default: Any = _MISSING, optional: bool = False
+        self,
+        key: str,
+        description: str | None = None,
+        *,
+        default: Any = _MISSING,
+        optional: bool = False,
+        header: str | None = None,
     ) -> ToolBuilder:
         """A boolean argument."""
-        return self._field(key, StrictBool, description, default, optional)
+        return self._field(key, StrictBool, description, default, optional, header)
 
     def with_enum(
         self,
@@ -101,15 +136,31 @@ class ToolBuilder:
         *,
         default: Any = _MISSING,
         optional: bool = False,
+        header: str | None = None,
     ) -> ToolBuilder:
         """An argument that must be one of ``values``."""
-        return self._field(key, enum_annotation(list(values)), description, default, optional)
+        return self._field(key, enum_annotation(list(values)), description, default, optional, header)
 
     def with_model(self, model: type[BaseModel]) -> ToolBuilder:
         """Take the whole input from a pydantic model (unknown keys refused unless it says otherwise)."""
-        if self._fields.definitions:
-            raise ValueError(f'tool "{self._name}" already has with_* fields; use either fields or one model')
+        if self._fields.definitions or self._schema is not None:
+            raise ValueError(f'tool "{self._name}" already has its input; use with_* fields, one model or one schema')
         self._model = strict_model(model)
+        return self
+
+    def with_schema(self, schema: Mapping[str, Any]) -> ToolBuilder:
+        """Take the whole input as raw JSON Schema (2020-12 unless its ``$schema`` says otherwise).
+
+        Clients get the schema exactly as given (``$schema``, ``$defs``, ``$ref``,
+        ``allOf``, ``if``/``then``/``else`` kept), and every call is validated against
+        it before the handler runs, which gets the arguments as a dict whose keys also
+        read as attributes (``input["city"]`` or ``input.city``). For inputs a pydantic
+        model cannot say, or a schema that already exists. ``"x-mcp-header"`` on a
+        property mirrors it into an ``Mcp-Param-*`` header, as ``header=`` does.
+        """
+        if self._fields.definitions or self._model is not None:
+            raise ValueError(f'tool "{self._name}" already has its input; use with_* fields, one model or one schema')
+        self._schema = SchemaInput(self._name, schema)
         return self
 
     def returns(self, model: type[BaseModel]) -> ToolBuilder:
@@ -216,7 +267,7 @@ class ToolBuilder:
             verb=self._verb,
             description=description,
             handler=fn,
-            inputs=ToolInput.of_model(self._model) if self._model else self._fields.spec(self._name),
+            inputs=self._inputs(),
             output_model=self._returns,
             annotations=dict(self._annotations),
             middleware=tuple(self._middleware),
@@ -230,6 +281,16 @@ class ToolBuilder:
         )
         self._app.register(tool)
         return BoundTool(self._app, tool)
+
+    def _inputs(self) -> ToolInput:
+        if self._schema is not None:
+            return self._schema
+        inputs = ToolInput.of_model(self._model) if self._model else self._fields.spec(self._name)
+        if self._model is not None or self._fields.headers:  # (a model may say x-mcp-header in json_schema_extra)
+            problem = header_problem(inputs.schema)
+            if problem is not None:
+                raise ValueError(f'tool "{self._name}": {problem}')
+        return inputs
 
     def __repr__(self) -> str:
         return f"<ToolBuilder {self._verb} {self._name!r}>"

@@ -136,9 +136,17 @@ class Call:
         self._stopped: Event | None = None
 
     @classmethod
-    def failed(cls, call_id: str, tool: Tool | None, call_request: CallRequest, error: ToolError) -> Call:
-        """A call refused before it ran (unknown tool, invalid input): settled FAILED already."""
-        return cls(call_id, tool, call_request, result=CallResult.failure(error))
+    def failed(
+        cls,
+        call_id: str,
+        tool: Tool | None,
+        call_request: CallRequest,
+        error: ToolError,
+        *,
+        error_id: str | None = None,
+    ) -> Call:
+        """A call refused before it ran (unknown tool, invalid input; ``error_id``: the host's bug, logged)."""
+        return cls(call_id, tool, call_request, result=CallResult.failure(error, error_id=error_id))
 
     # -- observing -------------------------------------------------------------------
     @property

@@ -31,7 +31,11 @@ class InputChannel:
     cancelled (``question.signal`` is aborted first), so clean up in ``finally``.
     Set ``can_reask = True`` if the channel can show ``question.problems`` and ask
     again after an invalid answer; otherwise an invalid answer fails the call with
-    ``INVALID_ANSWER``. Example, a channel that approves everything::
+    ``INVALID_ANSWER``. Set ``asks_together = True`` if the channel puts every part of a
+    ``require_input.all`` request to its client at once (an MCP task's ``inputRequests``):
+    it then gets the whole request in one question and answers ``InputResponse("accept",
+    {part.key: InputResponse})``; otherwise it is asked part by part. Example, a channel
+    that approves everything::
 
         class AlwaysYes(InputChannel):
             async def ask(self, question):
@@ -40,6 +44,7 @@ class InputChannel:
     """
 
     can_reask = False
+    asks_together = False
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Answer ``question.request`` (see the class for the contract); the base class has nobody to ask.

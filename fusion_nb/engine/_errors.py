@@ -193,25 +193,34 @@ def rounds_exceeded(tool_name: str, limit: int) -> ToolError:
     )
 
 
-def no_way_to_ask(tool_name: str, message: str, kind: str = "elicit") -> ToolError:
+class NoWayToAsk(ToolError):
+    """``ELICITATION_UNSUPPORTED`` because this caller cannot answer the ``kind`` of request asked
+    (``elicit``, ``url``, ``sample``, ``roots``): a protocol adapter may say which capability is missing."""
+
+    def __init__(self, kind: str, message: str, recovery: str) -> None:
+        super().__init__(ELICITATION_UNSUPPORTED, message, recovery=recovery)
+        self.kind = kind
+
+
+def no_way_to_ask(tool_name: str, message: str, kind: str = "elicit") -> NoWayToAsk:
     """A call that needs input from a caller that cannot ask anybody: fails at once, never hangs."""
     shown = message if len(message) <= 80 else message[:77] + "..."
     if kind == "sample":
-        return ToolError(
-            ELICITATION_UNSUPPORTED,
+        return NoWayToAsk(
+            kind,
             f'Tool "{tool_name}" asks the client\'s model ({shown!r}) but this caller declared no sampling.',
-            recovery="Call it from an MCP client that supports sampling.",
+            "Call it from an MCP client that supports sampling.",
         )
     if kind == "roots":
-        return ToolError(
-            ELICITATION_UNSUPPORTED,
+        return NoWayToAsk(
+            kind,
             f'Tool "{tool_name}" asks for the client\'s roots but this caller declared no roots.',
-            recovery="Call it from an MCP client that declares its roots.",
+            "Call it from an MCP client that declares its roots.",
         )
-    return ToolError(
-        ELICITATION_UNSUPPORTED,
+    return NoWayToAsk(
+        kind,
         f'Tool "{tool_name}" needs input ({shown!r}) but this caller has no way to ask for it.',
-        recovery="Call it from a client that supports elicitation, or give scripted answers.",
+        "Call it from a client that supports elicitation, or give scripted answers.",
     )
 
 

@@ -22,7 +22,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._ask import AskField, fields_from_schema, form_schema, validate_form
-from ._errors import INVALID_INPUT, ToolError, bad_action, invalid_answer, no_way_to_ask, refused_again, rounds_exceeded
+from ._errors import (
+    INVALID_INPUT,
+    NoWayToAsk,
+    ToolError,
+    bad_action,
+    invalid_answer,
+    no_way_to_ask,
+    refused_again,
+    rounds_exceeded,
+)
 from ._signal import AbortSignal
 
 
@@ -47,7 +56,7 @@ class InputRequest:
     ``key`` names the request (a URL, sampling or roots answer is read as ``read_input(key)``).
     """
 
-    kind: str  # "elicit", "url", "sample", "roots", or "all" (its ``parts`` asked in one round)
+    kind: str  # "elicit", "url", "sample", "roots"; "all" (its ``parts`` in one round) or "first" (one of them)
     message: str
     fields: dict[str, AskField] | None = None
     url: str | None = None
@@ -109,7 +118,7 @@ class InputQuestion:
 
 
 class _RequireInput:
-    """``require_input.elicit``, ``.url``, ``.sample`` and ``.roots``: what a handler returns to ask."""
+    """``require_input.elicit``, ``.url``, ``.sample``, ``.roots``, ``.all``, ``.first``: what a handler returns."""
 
     @staticmethod
     def elicit(message: str, fields: dict[str, AskField], *, state: Any = None, key: str | None = None) -> InputRequest:
@@ -184,6 +193,14 @@ class _RequireInput:
         message = "; ".join(r.message for r in requests)
         key = "+".join(r.key for r in requests)
         return InputRequest("all", message, state=_json_checked(state), key=key, parts=tuple(requests))
+
+    @staticmethod
+    def first(*requests: InputRequest) -> InputRequest:
+        """The first of ``requests`` this caller can answer (a form for a person, else the client's
+        model...), asked alone; a caller that can answer none is refused as for one request."""
+        if not requests or not all(isinstance(r, InputRequest) and not r.parts for r in requests):
+            raise ValueError("require_input.first needs one or more require_input.* requests (not nested)")
+        return InputRequest("first", requests[0].message, key=requests[0].key, parts=tuple(requests))
 
     @staticmethod
     def roots(*, state: Any = None, key: str = "roots") -> InputRequest:
@@ -411,6 +428,8 @@ async def with_input(
         if noun == "Tool" or not error.message.startswith(said):
             raise
         message = f'{noun} "{name}"' + error.message[len(said) :]
+        if isinstance(error, NoWayToAsk):
+            raise NoWayToAsk(error.kind, message, error.recovery or "") from None
         raise ToolError(error.code, message, recovery=error.recovery, details=error.details) from None
 
 
@@ -450,8 +469,17 @@ async def _with_input(
             raise rounds_exceeded(name, max_rounds)
         answers: dict[str, InputResponse] = {}
         part_id = f"{name}#{id(rounds):x}"  # (what a person's view of the question is keyed by)
+        chosen: Any = None
+        if value.kind == "first":  # the first this caller can answer stands for the round
+            for choice in value.parts:
+                chosen = await channel.ask(InputQuestion(choice, name, part_id, signal))
+                if chosen is not None:
+                    value = choice
+                    break
+            else:
+                raise no_way_to_ask(name, value.parts[0].message, value.parts[0].kind)
         for part in value.parts or (value,):
-            reply = await channel.ask(InputQuestion(part, name, part_id, signal))
+            reply = chosen if chosen is not None else await channel.ask(InputQuestion(part, name, part_id, signal))
             if reply is None:
                 raise no_way_to_ask(name, part.message, part.kind)
             if reply is DEFER:  # every part goes to the client at once: each must be one it answers

@@ -44,6 +44,12 @@ class CallResult:
             exception=exception,
         )
 
+    @property
+    def crashed(self) -> bool:
+        """Whether the call ended in an unexpected exception (a bug, logged under ``error_id``), not in
+        a ``ToolError`` its code raised: MCP tasks tell the two apart (``failed`` versus an error result)."""
+        return self.error_id is not None
+
     def unwrap(self) -> Any:
         """The response value, or the error raised."""
         if self.error is not None:

@@ -13,7 +13,7 @@ import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 
@@ -432,7 +432,7 @@ class Runner:
                     refused = rounds.refusal(value)
                     if refused is not None:  # a person's "no" ends the question, on every channel
                         raise refused_again(tool.name, value.message, refused)
-                rounds.record(value, await self._collect(value, rounds))
+                rounds.record(*await self._collect(value, rounds))
                 value = None
         finally:
             if rounds_token is not None:
@@ -489,22 +489,38 @@ class Runner:
         await anyio.sleep(seconds)
         self.call.cancel(TIMEOUT)
 
-    async def _collect(self, request: InputRequest, rounds: Rounds) -> InputResponse:
-        """Ask the channel for the answers, re-asking invalid ones where it can.
+    async def _collect(self, request: InputRequest, rounds: Rounds) -> tuple[InputRequest, InputResponse]:
+        """Ask the channel for the answers, re-asking invalid ones where it can: the request answered, and how.
 
         The parts of ``require_input.all`` are one round: each asked in turn, or, when the
-        channel defers to its client, all of them deferred together (each one it can answer).
+        channel defers to its client, all of them deferred together (each one it can answer),
+        or asked together of a channel that ``asks_together`` (an MCP task's ``inputRequests``).
+        Of ``require_input.first`` the first part the channel can answer is the round.
         """
-        if not request.parts:
-            return await self._ask(request, rounds, request)
+        if request.kind == "first":
+            for index, part in enumerate(request.parts):
+                response = await self._ask(part, rounds, part, counted=index > 0, optional=True)
+                if response is not None:
+                    return part, response
+            raise no_way_to_ask(self.plan.tool.name, request.parts[0].message, request.parts[0].kind)
+        if not request.parts or self.channel.asks_together:
+            return request, await self._ask(request, rounds, request)
         answers = {}
         for index, part in enumerate(request.parts):
             answers[part.key] = await self._ask(part, rounds, request, counted=index > 0)
-        return InputResponse(ACCEPT, answers)
+        return request, InputResponse(ACCEPT, answers)
 
+    @overload
     async def _ask(
         self, request: InputRequest, rounds: Rounds, whole: InputRequest, counted: bool = False
-    ) -> InputResponse:
+    ) -> InputResponse: ...
+    @overload
+    async def _ask(
+        self, request: InputRequest, rounds: Rounds, whole: InputRequest, counted: bool, optional: bool
+    ) -> InputResponse | None: ...
+    async def _ask(
+        self, request: InputRequest, rounds: Rounds, whole: InputRequest, counted: bool = False, optional: bool = False
+    ) -> InputResponse | None:
         tool, call, channel = self.plan.tool, self.call, self.channel
         limit = tool.max_rounds or self.settings.max_rounds
         problems: tuple[str, ...] = ()
@@ -518,6 +534,8 @@ class Runner:
             response = await channel.ask(InputQuestion(request, tool.name, call.id, call.signal, problems))
             call.mark(RUNNING)
             if response is None:
+                if optional:
+                    return None
                 raise no_way_to_ask(tool.name, request.message, request.kind)
             if response is DEFER:
                 for part in whole.parts:  # every part goes to the client at once: each must be one it answers

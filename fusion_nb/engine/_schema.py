@@ -37,6 +37,9 @@ from ._errors import INVALID_INPUT, ToolError
 
 _MISSING: Any = ...
 
+#: an RFC 9110 token: what an ``x-mcp-header`` name must be (SEP-2243)
+HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
 #: the whole INVALID_INPUT message is at most this long
 MAX_MESSAGE = 1024
 #: at most this many pydantic errors are read (the rest are only counted)
@@ -54,15 +57,31 @@ class InputFields:
 
     def __init__(self) -> None:
         self.definitions: dict[str, tuple[Any, Any, str | None]] = {}  # name -> (annotation, default, description)
+        self.headers: dict[str, str] = {}  # name -> its SEP-2243 ``x-mcp-header`` (few fields have one)
 
     def add(
-        self, key: str, annotation: Any, description: str | None, *, default: Any = _MISSING, optional: bool = False
+        self,
+        key: str,
+        annotation: Any,
+        description: str | None,
+        *,
+        default: Any = _MISSING,
+        optional: bool = False,
+        header: str | None = None,
     ) -> None:
         """Add one field; names are identifiers and unique, ``optional`` makes it nullable with default None."""
         if not key.isidentifier():
             raise ValueError(f"field name {key!r} must be a Python identifier")
         if key in self.definitions:
             raise ValueError(f"field {key!r} is defined twice")
+        if header is not None:
+            if not isinstance(header, str) or not HEADER_TOKEN.fullmatch(header):
+                raise ValueError(
+                    f'field "{key}": x-mcp-header must be a header name token (letters, digits, -), got {header!r:.40}'
+                )
+            if optional and (default is _MISSING or default is None):  # null has no header form: give a default instead
+                raise ValueError(f'field "{key}" mirrored into a header cannot be optional; give it a default instead')
+            self.headers[key] = header
         if optional and default is _MISSING:
             annotation, default = annotation | None, None
         elif default is not _MISSING and not (optional and default is None):  # fails here, not in a form later
@@ -83,9 +102,12 @@ class InputFields:
         """
         fields = tuple((key, *definition) for key, definition in self.definitions.items())
         schema = _assembled_schema(fields)
-        if schema is None:
-            return ToolInput.of_model(_build_model(tool_name, fields))
-        return ToolInput(schema, None, tool_name, fields)
+        inputs = ToolInput.of_model(_build_model(tool_name, fields)) if schema is None else None
+        if self.headers:
+            properties = (inputs.schema if inputs is not None else schema or {})["properties"]
+            for key, header in self.headers.items():
+                properties[key]["x-mcp-header"] = header
+        return inputs if inputs is not None else ToolInput(schema or {}, None, tool_name, fields)
 
 
 class ToolInput:
@@ -110,6 +132,10 @@ class ToolInput:
     def of_model(cls, model: type[BaseModel]) -> ToolInput:
         """The input of a tool whose model exists already (``with_model``)."""
         return cls(input_schema(model), model)
+
+    def validator(self, tool_name: str) -> Callable[[Any], Any]:
+        """The function that validates one call's arguments into the handler's ``input``."""
+        return _Validator(tool_name, self).validated
 
     @property
     def model(self) -> type[BaseModel]:
@@ -276,9 +302,9 @@ def input_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def input_validator(tool_name: str, inputs: ToolInput) -> Callable[[Any], BaseModel]:
+def input_validator(tool_name: str, inputs: ToolInput) -> Callable[[Any], Any]:
     """The function that validates one tool's arguments (built once per registration, run per call)."""
-    return _Validator(tool_name, inputs).validated
+    return inputs.validator(tool_name)
 
 
 class _Validator:

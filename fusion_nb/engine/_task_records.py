@@ -47,6 +47,7 @@ class TaskRecord:
     worker: str
     result: CallResult | None = None
     question: InputQuestion | None = None
+    answered: tuple[str, ...] = ()  # the keys of the question's parts answered so far
 
     @classmethod
     def of(cls, task: Task, worker: str) -> TaskRecord:
@@ -64,6 +65,7 @@ class TaskRecord:
             worker,
             task.result,
             task.question,
+            tuple(task.answered),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -81,6 +83,7 @@ class TaskRecord:
             "worker": self.worker,
             "result": _result_json(self.result) if self.result is not None else None,
             "question": _question_json(self.question) if self.question is not None else None,
+            "answered": list(self.answered),
         }
 
     @classmethod
@@ -105,6 +108,7 @@ class TaskRecord:
                 str(data["worker"]),
                 _result_from(result) if result is not None else None,
                 _question_from(question, tool) if question is not None else None,
+                tuple(str(key) for key in data.get("answered") or ()),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"a malformed task record ({type(error).__name__}: {error})") from None
@@ -140,26 +144,36 @@ def _result_from(data: dict[str, Any]) -> CallResult:
 
 
 def _question_json(question: InputQuestion) -> dict[str, Any]:
-    request = question.request
-    return {
+    return {**_request_json(question.request), "problems": list(question.problems)}
+
+
+def _request_json(request: InputRequest) -> dict[str, Any]:
+    wire: dict[str, Any] = {
         "kind": request.kind,
         "key": request.key,
         "message": request.message,
         "url": request.url,
         "schema": request.schema,
-        "problems": list(question.problems),
     }
+    if request.parts:  # (``require_input.all``: each part is asked, and answered, on its own)
+        wire["parts"] = [_request_json(part) for part in request.parts]
+    return wire
 
 
-def _question_from(data: dict[str, Any], tool: str) -> InputQuestion:
+def _request_from(data: dict[str, Any]) -> InputRequest:
     schema = data.get("schema")
-    request = InputRequest(
+    return InputRequest(
         str(data["kind"]),
         str(data["message"]),
         fields=fields_from_schema(schema) if schema is not None else None,
         url=data.get("url"),
         key=str(data["key"]),
+        parts=tuple(_request_from(part) for part in data.get("parts") or ()),
     )
+
+
+def _question_from(data: dict[str, Any], tool: str) -> InputQuestion:
+    request = _request_from(data)
     # a copy's question is never aborted here: the worker that runs the call owns its signal
     return InputQuestion(request, tool, "", AbortSignal(), tuple(data.get("problems") or ()))
 

@@ -47,7 +47,7 @@ from ._background import Event, current_backend, new_event, spawn
 from ._call import Call, CallStatus
 from ._channel import InputChannel
 from ._errors import CANCELLED, SERVER_BUSY, ToolError
-from ._interactive import InputQuestion, InputRequest, InputResponse
+from ._interactive import ACCEPT, InputQuestion, InputRequest, InputResponse
 from ._result import CallResult
 from ._streaming import ProgressEvent
 
@@ -118,6 +118,7 @@ class Task:
         "_follow",
         "_kept",
         "_listeners",
+        "answered",
         "arguments",
         "call",
         "created",
@@ -157,7 +158,9 @@ class Task:
         self.poll_interval = poll_interval
         self.call: Call | None = None
         self.question: InputQuestion | None = None
-        self._answer: tuple[Event, list[InputResponse]] | None = None
+        #: the keys of ``question``'s parts answered so far (``require_input.all`` is answered piecemeal)
+        self.answered: frozenset[str] = frozenset()
+        self._answer: tuple[Event, dict[str, InputResponse]] | None = None
         self._final: Event | None = None
         self._changed: Event | None = None
         self._listeners: list[Callable[[Task], None]] = []
@@ -177,6 +180,15 @@ class Task:
             return None
         call = self.call
         return call.result if call is not None else self._kept
+
+    @property
+    def pending(self) -> builtins.list[InputRequest]:
+        """The input requests the task waits on and has no answer to yet (several for ``require_input.all``)."""
+        question = self.question
+        if question is None:
+            return []
+        request = question.request
+        return [part for part in request.parts or (request,) if part.key not in self.answered]
 
     @property
     def remote(self) -> bool:
@@ -225,6 +237,7 @@ class Task:
         self.updated = time.time()
         if status in FINAL:
             self.question = None
+            self.answered = frozenset()
             if self._final is not None:
                 self._final.set()
         changed, self._changed = self._changed, None
@@ -258,6 +271,7 @@ class Task:
         self.status, self.status_message = record.status, record.status_message
         self.created, self.updated = record.created, record.updated
         self._kept = record.result
+        self.answered = frozenset(record.answered)
         question, old = record.question, self.question
         if question is not None and old is not None and _same_question(question, old):
             question = old  # the same question: a transport that asked it must not ask again
@@ -377,6 +391,7 @@ class _TaskChannel(InputChannel):
     """
 
     can_reask = True
+    asks_together = True  # every part of a ``require_input.all`` in ``inputRequests`` at once
 
     def __init__(self, task: Task, can_answer: Callable[[InputRequest], bool]) -> None:
         self.task = task
@@ -384,22 +399,26 @@ class _TaskChannel(InputChannel):
 
     async def ask(self, question: InputQuestion) -> InputResponse | None:
         """Wait on the task for the client's answer (cancelled with the call)."""
-        task = self.task
-        if not self.can_answer(question.request):
+        task, request = self.task, question.request
+        if not all(self.can_answer(part) for part in request.parts or (request,)):
             return None
-        answered: list[InputResponse] = []
+        answered: dict[str, InputResponse] = {}
         event = new_event()
         task.question = question
+        task.answered = frozenset()
         task._answer = (event, answered)
-        message = " ".join(question.problems) if question.problems else question.request.message
+        message = " ".join(question.problems) if question.problems else request.message
         task._update(TaskStatus.INPUT_REQUIRED, message)
         try:
             await event.wait()
         finally:
             task._answer = None
             task.question = None
+            task.answered = frozenset()
         task._update(TaskStatus.WORKING, None)
-        return answered[0]
+        if request.parts:
+            return InputResponse(ACCEPT, dict(answered))
+        return answered[request.key]
 
 
 class Tasks:
@@ -457,17 +476,21 @@ class Tasks:
         ttl: float | None = None,
         request_info: Any = None,
         can_answer: Callable[[InputRequest], bool] = lambda request: True,
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         """Start ``name`` as a task of ``owner`` and return it at once (its call runs detached).
 
         ``ttl`` (seconds) is what the client asked for; the tool's own ttl is the most it
         gets. Raises ``ToolError``: ``SERVER_BUSY`` beyond the bounds, ``INVALID_INPUT``
         for a ttl out of range. A call refused before it runs (unknown tool, invalid
-        arguments) still makes a task, already final, whose result says why.
+        arguments) still makes a task, already final, whose result says why. ``resume`` and
+        ``response`` continue a call whose first rounds of input were asked without a task
+        (a continuation and its answer, as ``App.request`` takes them).
         """
         self.sweep()
         self._check_bounds(name, self.store.count(), self.store.count(owner))
-        return self._create(owner, name, args, ttl, request_info, can_answer)
+        return self._create(owner, name, args, ttl, request_info, can_answer, resume, response)
 
     def _check_bounds(self, name: str, total: int, mine: int) -> None:
         if total >= self.max_total:
@@ -493,6 +516,8 @@ class Tasks:
         ttl: float | None,
         request_info: Any,
         can_answer: Callable[[InputRequest], bool],
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         tool = self.app.get(name)
         options: TaskOptions = (tool.task if tool is not None else None) or TaskOptions()
@@ -500,7 +525,8 @@ class Tasks:
         task = Task(secrets.token_urlsafe(24), owner, name, args, kept, options.poll_interval, self.clock())
         self.store.put(task)
         heapq.heappush(self._expiry, (task.expires_at, next(self._order), task.id))
-        task.call = call = _start_call(self.app, task, name, args, request_info, _TaskChannel(task, can_answer))
+        channel = _TaskChannel(task, can_answer)
+        task.call = call = _start_call(self.app, task, name, args, request_info, channel, resume, response)
         if not call.settled:
             timer = current_backend().call_later(max(0.0, task.expires_at - self.clock()), lambda: self._at_ttl(task))
             call.watch(lambda changed: timer.cancel() if changed.settled else None)
@@ -558,7 +584,8 @@ class Tasks:
         """Deliver the client's answer to the question ``key`` the task waits on.
 
         Returns ``None`` when delivered, or one sentence saying why not (no such task,
-        or it waits on no question of that key).
+        or it waits on no question of that key). The parts of a ``require_input.all`` are
+        answered one by one: the task stays ``input_required`` until the last one is.
         """
         task = self.get(owner, task_id)
         if task is None:
@@ -568,8 +595,11 @@ class Tasks:
         if refusal is not None or pending is None:
             return refusal
         event, answered = pending
-        if not answered:
-            answered.append(response)
+        answered[key] = response
+        task.answered = frozenset(answered)
+        if task.pending:
+            task._update(TaskStatus.INPUT_REQUIRED, keep_message=True)  # (listeners see what is left)
+        else:
             event.set()
         return None
 
@@ -602,14 +632,19 @@ class Tasks:
         ttl: float | None = None,
         request_info: Any = None,
         can_answer: Callable[[InputRequest], bool] = lambda request: True,
+        resume: Mapping[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task:
         """``create``, bounded across workers and visible to all of them before its id is returned."""
         shared = self.shared
-        if shared is None:
-            return self.create(owner, name, args, ttl=ttl, request_info=request_info, can_answer=can_answer)
         self.sweep()
-        self._check_bounds(name, await shared.count(), await shared.count(owner))
-        task = self._create(owner, name, args, ttl, request_info, can_answer)
+        if shared is not None:
+            self._check_bounds(name, await shared.count(), await shared.count(owner))
+        else:
+            self._check_bounds(name, self.store.count(), self.store.count(owner))
+        task = self._create(owner, name, args, ttl, request_info, can_answer, resume, response)
+        if shared is None:
+            return task
         try:
             await shared.add(task)
         except BaseException:
@@ -730,7 +765,14 @@ class Tasks:
 
 
 def _start_call(
-    app: App, task: Task, name: str, args: Mapping[str, Any] | None, request_info: Any, channel: InputChannel
+    app: App,
+    task: Task,
+    name: str,
+    args: Mapping[str, Any] | None,
+    request_info: Any,
+    channel: InputChannel,
+    resume: Mapping[str, Any] | None = None,
+    response: InputResponse | None = None,
 ) -> Call:
     """The one place a task's call is started (detached: it outlives the request that made the task)."""
 
@@ -738,7 +780,16 @@ def _start_call(
         if event.message and not task.final:
             task._update(task.status, event.message)
 
-    call = app.start(app.request(name, args, on_progress=on_progress, request_info=request_info, channel=channel))
+    request = app.request(
+        name,
+        args,
+        on_progress=on_progress,
+        request_info=request_info,
+        channel=channel,
+        resume=resume,
+        response=response,
+    )
+    call = app.start(request)
     if call.settled:
         _settled(task, call)
     else:
@@ -761,14 +812,12 @@ def _settled(task: Task, call: Call) -> None:
 
 def _not_asked(task: Task, key: str | None) -> str | None:
     """Why ``task`` takes no answer for ``key`` (``None``: it is waiting on exactly that question)."""
-    question = task.question
-    if question is None or key is None:
+    waiting = [request.key for request in task.pending]
+    if not waiting or key is None:
         return f'Task {_shown(task.id)} (tool "{task.tool_name}") is {task.status} and asks for no input.'
-    if question.request.key != key:
-        return (
-            f'Task {_shown(task.id)} (tool "{task.tool_name}") asks for input "{question.request.key}", '
-            f"not {_shown(key)}."
-        )
+    if key not in waiting:
+        asked = ", ".join(f'"{one}"' for one in waiting)
+        return f'Task {_shown(task.id)} (tool "{task.tool_name}") asks for input {asked}, not {_shown(key)}.'
     return None
 
 

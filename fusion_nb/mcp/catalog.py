@@ -51,7 +51,7 @@ from ..engine import (
 )
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
-from .elicitation import channel_for, input_required, is_modern, resumption
+from .elicitation import channel_for, input_required, is_modern, missing_capability, resumption
 from .options import PAGE_SIZE
 from .pages import Cursors, ListPages
 from .rich import Limits, figure_png, limits_for, pil_image
@@ -254,6 +254,9 @@ async def asking(
             name, args, produce, channel, resume=resume, response=response, max_rounds=max_rounds, noun=noun
         )
     except ToolError as error:
+        missing = missing_capability(error) if ctx is not None and is_modern(ctx) else None
+        if missing is not None:
+            raise missing from None
         raise MCPError(types.INVALID_PARAMS, f"{error.message} {error.recovery or ''}".strip()) from None
     except Exception as exc:
         log.exception("%s %s failed", noun.lower(), name)

@@ -27,7 +27,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -40,6 +40,7 @@ from ..engine import (
     InputRequest,
     InputResponse,
     NoChannel,
+    NoWayToAsk,
     ToolError,
     validation_sentence,
 )
@@ -215,6 +216,29 @@ class LiveElicitation(InputChannel):
 
 
 _HANDLERS = {"elicit": "elicitation", "url": "elicitation", "sample": "sampling", "roots": "roots"}
+
+
+#: what a client must declare to answer each kind of engine request, as ``requiredCapabilities`` says it
+_REQUIRED: dict[str, dict[str, Any]] = {
+    "elicit": {"elicitation": {"form": {}}},
+    "url": {"elicitation": {"url": {}}},
+    "sample": {"sampling": {}},
+    "roots": {"roots": {}},
+}
+
+
+def requires(sentence: str, capabilities: dict[str, Any]) -> MCPError:
+    """SEP-2575's ``-32021``: this request needs ``capabilities`` (a ``ClientCapabilities`` object) undeclared."""
+    return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, sentence, data={"requiredCapabilities": capabilities})
+
+
+def missing_capability(error: Any) -> MCPError | None:
+    """2026 (SEP-2575): a request that needs what the client did not declare is ``-32021`` naming it,
+    not a result (a 2025 caller keeps the ``ELICITATION_UNSUPPORTED`` result); ``None`` for other errors."""
+    if not isinstance(error, NoWayToAsk):
+        return None
+    sentence = f"{error.message} Recovery: {error.recovery}" if error.recovery else error.message
+    return requires(sentence, _REQUIRED.get(error.kind, _REQUIRED["elicit"]))
 
 
 def is_modern(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -29,6 +29,7 @@ from .convert import result_to_wire, tool_to_mcp
 from .elicitation import (
     channel_for,
     input_required,
+    missing_capability,
     resumption,
     state_boundary,
 )
@@ -222,6 +223,10 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
             await logs.finish()  # every line before the result
         if result.input_required is not None:
             return input_required(result.input_required)  # sealed on its way out by the boundary
+        if modern and result.error is not None:
+            missing = missing_capability(result.error)
+            if missing is not None:
+                raise missing
         return result_to_wire(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )

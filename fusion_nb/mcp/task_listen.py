@@ -1,4 +1,4 @@
-"""2026 task status on ``subscriptions/listen`` (tasks extension draft ``07bf500``, "Task Status Notifications").
+"""2026 task status on ``subscriptions/listen`` (SEP-2663's "Task Status Notifications", as in its draft ``07bf500``).
 
 A 2026 client that wants to hear about its tasks instead of (or besides) polling
 ``tasks/get`` lists them in its listen request, next to the core filter::
@@ -46,7 +46,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
 from ..engine import Task, Tasks, ToolError
-from .tasks import EXTENSION, MISSING_CAPABILITY, detailed_task, opted_in, owner_of, store_errors
+from .tasks import EXTENSION, detailed_task, needs_extension, opted_in, owner_of, store_errors
 
 MAX_TASK_IDS = 100
 """The most task ids one listen request may name (the per-owner task bound is 100 as well)."""
@@ -114,11 +114,9 @@ class TaskListenHandler:
         if requested is None or ctx.request_id is None:
             return await self.core(ctx, params)  # (no request id: the SDK's handler refuses it)
         if requested and not opted_in(ctx):
-            raise MCPError(
-                code=MISSING_CAPABILITY,
-                message=f"subscriptions/listen: notifications.taskIds needs the {EXTENSION} extension "
-                "in this request's client capabilities.",
-                data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+            raise needs_extension(
+                f"subscriptions/listen: notifications.taskIds needs the {EXTENSION} extension "
+                "in this request's client capabilities."
             )
         watched = await self._owned(owner_of(ctx), requested)
         stream = TaskStatusStream(

@@ -7,12 +7,14 @@
   ``tasks/cancel``; ``notifications/tasks/status`` on every change. A question the
   call asks goes to the client as ``elicitation/create`` over the ``tasks/result``
   request the client makes when it sees ``input_required`` (as SEP-1686 clients do).
-* **2026-07-28** (extension ``io.modelcontextprotocol/tasks``, draft at
-  ``modelcontextprotocol/experimental-ext-tasks@07bf500``): advertised in
-  ``server/discover``; a task only when the request's own client capabilities carry
-  the extension; a flat ``CreateTaskResult`` (``resultType: "task"``); ``tasks/get``
-  inlines the result, the error or the input requests; ``tasks/update`` carries the
-  answers; ``tasks/cancel`` acknowledges.
+* **2026-07-28** (extension ``io.modelcontextprotocol/tasks``, SEP-2663 as ``SPEC_PIN``
+  says): advertised in ``server/discover``; a task only when the request's own client
+  capabilities carry the extension (``tasks/*`` without it: ``-32021``; ``tasks/list``
+  and ``tasks/result`` do not exist); a flat ``CreateTaskResult`` (``resultType:
+  "task"``), after an ``InputRequiredResult`` round for a required interactive tool;
+  ``tasks/get`` inlines the result, the error of a protocol-level failure or the input
+  requests; ``tasks/update`` carries answers, and acknowledges the rest; ``tasks/cancel``
+  acknowledges; ``Mcp-Name`` names the task.
 
 Both are installed with ``install(server, tasks)`` from the SDK's public seams: a
 server middleware (the 2025 ``CreateTaskResult`` is not a ``CallToolResult``, so it
@@ -29,15 +31,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
@@ -45,7 +53,7 @@ from ..engine._jobs import started_content, started_sentence, task_owner
 from ..engine._tasks import MAX_TTL
 from ._sdk import principal_of
 from .convert import result_to_wire
-from .elicitation import declared_modes, form_schema, mode_of
+from .elicitation import declared_modes, form_schema, mode_of, requires, resumption
 from .options import TASK_PAGE_SIZE
 from .pages import Cursors
 
@@ -59,10 +67,8 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The 2025-11-25 ``_meta`` key tying a message to its task."""
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-MISSING_CAPABILITY = -32003
-"""The draft extension's "Missing required client capability" code (the SDK's constant, -32021, is the core one)."""
-DRAFT_COMMIT = "07bf500dbf5d2d13698240eef04f2c9a98790150"
-"""The commit of ``modelcontextprotocol/experimental-ext-tasks`` whose draft this module implements."""
+SPEC_PIN = "SEP-2663 as @modelcontextprotocol/conformance 0.2.0-alpha.12 checks it (SEP commits 451f5e1, d963ad0)"
+"""What the 2026 wire implements (before: ``experimental-ext-tasks@07bf500``, whose draft the SEP since changed)."""
 
 TASK_ORIGIN = "task for "
 """How the activity panel's origin of an agent's task begins (``task_origin``)."""
@@ -133,13 +139,24 @@ def legacy_task(task: Task) -> dict[str, Any]:
     return _task_wire(task, str(task.status), "ttl", "pollInterval")
 
 
-def modern_task(task: Task) -> dict[str, Any]:
-    """The 2026 draft's ``Task`` (flat, ``ttlMs``/``pollIntervalMs``).
+def protocol_failure(task: Task) -> bool:
+    """Whether ``task`` ended in a protocol-level failure: its handler crashed, or its worker died
+    (no result); not a ``ToolError`` its code raised, which is a tool's answer."""
+    if task.status != TaskStatus.FAILED:
+        return False
+    result = task.result
+    return result is None or result.crashed
 
-    A tool that failed is ``completed`` with its ``isError`` result, as the draft
-    requires (``failed`` is only for protocol errors, which a fusion-nb call never ends with).
+
+def modern_task(task: Task) -> dict[str, Any]:
+    """The SEP-2663 ``Task`` (flat, ``ttlMs``/``pollIntervalMs``).
+
+    A tool that failed with its own error is ``completed`` with its ``isError`` result, as
+    the SEP requires; ``failed`` is for protocol-level failures only (``protocol_failure``).
     """
-    status = "completed" if task.status == TaskStatus.FAILED else str(task.status)
+    status = str(task.status)
+    if task.status == TaskStatus.FAILED and not protocol_failure(task):
+        status = str(TaskStatus.COMPLETED)
     return _task_wire(task, status, "ttlMs", "pollIntervalMs")
 
 
@@ -157,6 +174,19 @@ def _call_result(task: Task, tasks: Tasks, modern: bool) -> dict[str, Any]:
     return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern)
 
 
+def _protocol_error(task: Task) -> dict[str, Any]:
+    """The JSON-RPC error a protocol-level failure inlines: one sentence (a crash names its class and
+    error id, never its traceback; a dead worker's task says so)."""
+    result = task.result
+    error = result.error if result is not None else None
+    message = error.message if error is not None else None
+    message = message or task.status_message or f'Task "{task.id}" of tool "{task.tool_name}" failed.'
+    wire: dict[str, Any] = {"code": INTERNAL_ERROR, "message": message}
+    if error is not None and error.details:
+        wire["data"] = error.details
+    return wire
+
+
 def _elicitation(request: InputRequest, task_id: str | None) -> dict[str, Any]:
     """An input request as ``elicitation/create`` params (tied to the task on 2025)."""
     params: dict[str, Any]
@@ -172,13 +202,22 @@ def _elicitation(request: InputRequest, task_id: str | None) -> dict[str, Any]:
 def detailed_task(task: Task, tasks: Tasks) -> dict[str, Any]:
     """The 2026 ``tasks/get`` answer: the task with its result or its input requests inlined."""
     wire = modern_task(task)
-    if task.final and task.status != TaskStatus.CANCELLED:
+    if protocol_failure(task):
+        wire["error"] = _protocol_error(task)
+    elif task.final and task.status != TaskStatus.CANCELLED:
         wire["result"] = _call_result(task, tasks, modern=True)
-    question = task.question
-    if task.status == TaskStatus.INPUT_REQUIRED and question is not None:
-        request = question.request
-        wire["inputRequests"] = {request.key: {"method": "elicitation/create", "params": _elicitation(request, None)}}
+    pending = task.pending if task.status == TaskStatus.INPUT_REQUIRED else []
+    if pending:  # (several at once for ``require_input.all``; an answered one leaves the map)
+        wire["inputRequests"] = {
+            request.key: {"method": "elicitation/create", "params": _elicitation(request, None)} for request in pending
+        }
     return wire
+
+
+def needs_extension(message: str) -> MCPError:
+    """SEP-2575's ``-32021`` (Missing Required Client Capability) naming the tasks extension: a 2026
+    request that can only be served with a task, or that reaches ``tasks/*``, without declaring it."""
+    return requires(message, {"extensions": {EXTENSION: {}}})
 
 
 def _invalid(message: str) -> MCPError:
@@ -231,6 +270,16 @@ def requested_ttl(name: str, task_param: object) -> float | None:
     return ttl / 1000
 
 
+def _resumed(params: Mapping[str, Any]) -> tuple[dict[str, Any] | None, InputResponse | None]:
+    """The continuation and answer a 2026 retry carries (its ``requestState`` unsealed by the boundary), or none."""
+    state = params.get("requestState")
+    if not state:
+        return None, None
+    retry = types.CallToolRequestParams.model_validate(params)
+    assert retry.request_state is not None
+    return resumption(retry, retry.request_state)
+
+
 def _can_answer(ctx: ServerRequestContext[Any, Any]) -> Any:
     modes = declared_modes(ctx.session.client_capabilities)  # (a task asks a person only: no sampling, no roots)
     return lambda request: request.for_person and mode_of(request) in modes
@@ -274,18 +323,22 @@ class TaskWire:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern:
             if options is not None and opted_in(ctx):
-                created = await self._create(ctx, str(name), params.get("arguments"), None)
+                assert tool is not None
+                if options.required and tool.interactive and not params.get("requestState"):
+                    # SEP-2663's MRTR composition: a required task tool's first round runs in the request;
+                    # a question there is an InputRequiredResult, the round that has its answer makes the task
+                    return await call_next(ctx)
+                resume, response = _resumed(params)
+                created = await self._create(ctx, str(name), params.get("arguments"), None, resume, response)
                 if isinstance(created, dict):
                     return created
                 return {"resultType": "task", **modern_task(created)}
             if options is not None and self.tasks.job_wait is not None:
                 return await self._job(ctx, str(name), params.get("arguments"))
             if options is not None and options.required:
-                raise MCPError(
-                    code=MISSING_CAPABILITY,
-                    message=f'Tool "{name}" runs only as a task, and this request did not declare the '
-                    f"{EXTENSION} extension in its client capabilities.",
-                    data={"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+                raise needs_extension(
+                    f'Tool "{name}" runs only as a task, and this request did not declare the '
+                    f"{EXTENSION} extension in its client capabilities."
                 )
             return await call_next(ctx)
         task_param = params.get("task")
@@ -314,7 +367,13 @@ class TaskWire:
         return await call_next(ctx)
 
     async def _create(
-        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: object, ttl: float | None
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: object,
+        ttl: float | None,
+        resume: dict[str, Any] | None = None,
+        response: InputResponse | None = None,
     ) -> Task | dict[str, Any]:
         """The new task, or the tool error result that says why none was made (bounds, arguments)."""
         from .server import RequestInfo, calling_client, client_label  # (server imports this module)
@@ -325,7 +384,14 @@ class TaskWire:
         calling = calling_client.set(task_origin(client_label(ctx)))  # the activity panel's origin
         try:
             return await self.tasks.start(
-                owner_of(ctx), name, args, ttl=ttl, request_info=info, can_answer=_can_answer(ctx)
+                owner_of(ctx),
+                name,
+                args,
+                ttl=ttl,
+                request_info=info,
+                can_answer=_can_answer(ctx),
+                resume=resume,
+                response=response,
             )
         except ToolError as error:
             return _refusal(error)
@@ -387,13 +453,15 @@ class TaskWire:
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/get``: the task (2025), or the task with its result or questions inlined (2026)."""
+        modern = _checked(ctx, "tasks/get", params)
         task = await self._find(ctx, "tasks/get", params)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if modern:
             return {"resultType": "complete", **detailed_task(task, self.tasks)}
         return legacy_task(task)
 
     async def result(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/result`` (2025): wait for the end, asking the task's questions on the way; the call's result."""
+        _legacy_only(ctx, "tasks/result", "tasks/get inlines the result once the task has ended")
         task = await self._find(ctx, "tasks/result", params)
         asked = None
         with store_errors():
@@ -401,7 +469,8 @@ class TaskWire:
                 question = task.question
                 if question is not None and question is not asked:  # (an invalid answer is asked anew)
                     asked = question
-                    await self._ask(ctx, task, question.request)
+                    for request in task.pending:  # (the parts of ``require_input.all`` one after the other)
+                        await self._ask(ctx, task, request)
                 else:
                     await task.wait_change()
         result = _call_result(task, self.tasks, modern=False)
@@ -430,6 +499,7 @@ class TaskWire:
         A page costs its own tasks, not the client's others nor anybody else's; its
         cursor is sealed for this client (another's, or a forged one, is -32602).
         """
+        _legacy_only(ctx, "tasks/list", "a client keeps the ids of the tasks it started")
         owner = owner_of(ctx)
         scope = f"tasks/list {owner!r}"
         after = None
@@ -444,26 +514,35 @@ class TaskWire:
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         """``tasks/cancel``: abort the task's call; the task (2025) or an empty acknowledgement (2026)."""
+        modern = _checked(ctx, "tasks/cancel", params)
         task = await self._find(ctx, "tasks/cancel", params)
-        if task.final and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if task.final and not modern:
             raise _invalid(f'tasks/cancel: task "{task.id}" has already ended ({task.status}); it cannot be cancelled.')
         with store_errors():
             await self.tasks.stop(task)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if modern:
             return {"resultType": "complete"}
         return legacy_task(task)
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        """``tasks/update`` (2026): the client's answers to the task's input requests."""
+        """``tasks/update`` (2026): the client's answers to the task's input requests, acknowledged.
+
+        SEP-2663: an answer to a request the task does not wait on (an unknown key, one
+        answered already, an empty map) is ignored, not refused; only a malformed answer
+        to a request it waits on is ``-32602``, in one sentence.
+        """
+        _checked(ctx, "tasks/update", params)
         task = await self._find(ctx, "tasks/update", params)
         responses = params.input_responses
-        if not isinstance(responses, dict) or not responses:
+        if not isinstance(responses, dict):
             raise _invalid(
                 'tasks/update needs params.inputResponses, an object such as {"confirm": {"action": "accept", '
                 f'"content": {{...}}}}; got {responses!r:.60}.'
             )
-        refusals = []
+        waiting = {request.key for request in task.pending}
         for key, answer in responses.items():
+            if key not in waiting:
+                continue
             try:
                 elicited = types.ElicitResult.model_validate(answer)
             except ValueError:
@@ -473,12 +552,32 @@ class TaskWire:
                 ) from None
             response = InputResponse(elicited.action, dict(elicited.content) if elicited.content is not None else None)
             with store_errors():
-                refusal = await self.tasks.respond(task, str(key), response)
-            if refusal is not None:
-                refusals.append(refusal)
-        if len(refusals) == len(responses):
-            raise _invalid(f"tasks/update: {refusals[0]}")
+                await self.tasks.respond(task, str(key), response)  # (a question gone meanwhile: nothing to do)
         return {"resultType": "complete"}
+
+
+def _checked(ctx: ServerRequestContext[Any, Any], method: str, params: TaskParams) -> bool:
+    """Whether a ``tasks/*`` request speaks 2026, where it must name its task in ``Mcp-Name`` when it
+    has that header (``-32020`` otherwise, as SEP-2243 checks ``tools/call``) and must carry the
+    extension in its client capabilities (SEP-2575's ``-32021`` otherwise)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    request = ctx.request
+    header = request.headers.get(MCP_NAME_HEADER) if request is not None else None
+    if header is not None and decode_header_value(header) != params.task_id:
+        raise MCPError(code=HEADER_MISMATCH, message=f"{MCP_NAME_HEADER} header does not match {method}'s taskId")
+    if not opted_in(ctx):
+        raise needs_extension(f"{method} needs the {EXTENSION} extension in this request's client capabilities.")
+    return True
+
+
+def _legacy_only(ctx: ServerRequestContext[Any, Any], method: str, instead: str) -> None:
+    """``tasks/result`` and ``tasks/list`` are 2025-11-25 methods: SEP-2663 removed them (``-32601``)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        raise MCPError(
+            code=METHOD_NOT_FOUND,
+            message=f"{method} does not exist in 2026-07-28 (the tasks extension, SEP-2663, removed it): {instead}.",
+        )
 
 
 def _refusal(error: ToolError) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 The Python SDK 2.3 has the task types but no client runtime, so a Python host
 that wants a long tool to outlive its request timeout needs one; this is it,
 built only from the SDK's public extension API (``ClientExtension`` +
-``ResultClaim``). It advertises ``io.modelcontextprotocol/tasks`` (draft 07bf500
-of modelcontextprotocol/experimental-ext-tasks), claims the ``resultType: "task"``
+``ResultClaim``). It advertises ``io.modelcontextprotocol/tasks`` (SEP-2663, as
+``fusion_nb.mcp.tasks.SPEC_PIN`` says), claims the ``resultType: "task"``
 answer to ``tools/call`` and resolves it by polling ``tasks/get`` at the pace the
 server suggests, answering input requests through ``answer`` with ``tasks/update``.
 ``Client.call_tool`` then returns the final result as if the call had been plain,
@@ -54,6 +54,7 @@ class DetailedTask(types.Result):
     status: str
     status_message: str | None = None
     result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
     input_requests: dict[str, Any] | None = None
     poll_interval_ms: int | None = None
 
@@ -139,9 +140,10 @@ class TasksExtension(ClientExtension):
             task = await ctx.session.send_request(request, DetailedTask)
             self.seen.append(task.status)
             if task.status in ("completed", "failed", "cancelled"):
-                return types.CallToolResult.model_validate(
-                    task.result or {"content": [{"type": "text", "text": task.status}], "isError": True}
-                )
+                if task.result is not None:
+                    return types.CallToolResult.model_validate(task.result)
+                said = (task.error or {}).get("message") or task.status  # (failed: the inlined JSON-RPC error)
+                return types.CallToolResult(content=[types.TextContent(text=str(said))], is_error=True)
             fresh = {key: ask for key, ask in (task.input_requests or {}).items() if key not in answered}
             if fresh and self.answer is not None:
                 responses = {key: await self.answer(key, ask["params"]) for key, ask in fresh.items()}

@@ -83,9 +83,9 @@ async def test_progress_cancellation_and_elicitation_pass_through(era, tmp_path)
 
 @pytest.mark.parametrize("era", list(MODES))
 async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_a_traceback(era, tmp_path):
-    """Issue 23, item 2: a host without elicitation gets the server's ELICITATION_UNSUPPORTED (2026: not an
-    InputRequiredResult it never asked for); a 2025 host whose handler fails gets ELICITATION_FAILED, not
-    ``code 0``; the bridge writes no traceback."""
+    """Issue 23, item 2: a host without elicitation gets what it gets direct (2025: ELICITATION_UNSUPPORTED;
+    2026: -32021, not an InputRequiredResult it never asked for); a 2025 host whose handler fails gets
+    ELICITATION_FAILED, not ``code 0``; the bridge writes no traceback."""
     from mcp.client.stdio import stdio_client
 
     async def broken(context, params):
@@ -96,7 +96,11 @@ async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_
         params = bridged(server.url, server.token, era).server
         with errlog.open("w") as stderr:
             async with Client(stdio_client(params, errlog=stderr), mode=MODES[era]) as plain:
-                unsupported = await plain.call_tool("two.rounds", {})
+                if era == "2025":
+                    unsupported = await plain.call_tool("two.rounds", {})
+                else:  # SEP-2575: -32021 naming what the host did not declare, as direct
+                    with pytest.raises(MCPError) as refused:
+                        await plain.call_tool("two.rounds", {})
             host_transport = stdio_client(params, errlog=stderr)
             async with Client(host_transport, mode=MODES[era], elicitation_callback=broken) as host:
                 if era == "2025":
@@ -105,13 +109,16 @@ async def test_elicitation_failures_reach_the_host_as_they_would_direct_without_
                     with pytest.raises(BaseExceptionGroup) as local:  # the SDK client's own task group
                         await host.call_tool("two.rounds", {})
                     assert local.group_contains(RuntimeError, match="form renderer crashed", depth=None)
-    assert unsupported.is_error
-    assert unsupported.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "two.rounds" needs input')
     if era == "2025":
+        assert unsupported.is_error
+        assert unsupported.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "two.rounds" needs input')
         assert failed.is_error, failed
         text = failed.content[0].text
         assert text.startswith('[ELICITATION_FAILED] Tool "two.rounds" asked for input and the client'), text
         assert "form renderer crashed" in text
+    else:
+        assert refused.value.error.code == -32021 and str(refused.value).startswith('Tool "two.rounds" needs input')
+        assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
     assert "Traceback" not in errlog.read_text()
 
 
@@ -278,7 +285,7 @@ async def test_an_upstream_lost_while_idle_is_said_so_not_as_a_call_in_doubt():
 
 async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
     """The SDK client with ``TasksExtension`` through ``fusion-nb connect``: a 3 s job outlives 1 s timeouts,
-    its task is listed, a required-task tool is cancelled (its cleanup runs upstream).
+    its task is got (``tasks/list`` is no 2026 method), a required-task tool is cancelled (its cleanup runs upstream).
     """
     from fusion_nb.mcp.tasks_client import EXTENSION, TasksExtension
 
@@ -291,10 +298,15 @@ async def test_a_2026_hosts_tasks_pass_through_the_bridge(tmp_path):
             answer = await client.call_tool("train", {"seconds": 3})
             assert answer.content[0].text == "trained for 3.0 s" and not answer.is_error
             assert tasks.seen[-1] == "completed" and "working" in tasks.seen
-            listed = await client.session.send_request(
-                types.ListTasksRequest(params=types.PaginatedRequestParams()), dict_adapter()
+            got = await client.session.send_request(
+                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=tasks.created[0])), dict_adapter()
             )
-            assert [tasks.created[0], "completed"] in [[task["taskId"], task["status"]] for task in listed["tasks"]]
+            assert (got["taskId"], got["status"]) == (tasks.created[0], "completed")
+            with pytest.raises(MCPError) as removed:  # SEP-2663 removed tasks/list: relayed as the host says
+                await client.session.send_request(
+                    types.ListTasksRequest(params=types.PaginatedRequestParams()), dict_adapter()
+                )
+            assert removed.value.error.code == -32601
 
             async with anyio.create_task_group() as group:
                 stuck = TasksExtension()
@@ -717,12 +729,22 @@ async def test_the_bridge_carries_the_upstreams_identity_resources_and_prompts(e
         cities = (await client.read_resource("data://cities")).contents[0]
         assert "Oslo" in cities.text
         assert (await client.read_resource("data://weather/Lima")).contents[0].text == "sunny in Lima"
-        assert [p.name for p in (await client.list_prompts()).prompts] == ["forecast"]
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["forecast", "briefing"]
         prompt = await client.get_prompt("forecast", {"city": "Oslo"})
         assert prompt.messages[0].content.text == "Write a forecast for Oslo."
         with pytest.raises(MCPError) as unknown:
             await client.read_resource("data://nowhere")
         assert "nowhere" in unknown.value.error.message
+        with pytest.raises(MCPError) as unasked:  # a host without elicitation: what it gets direct
+            await client.get_prompt("briefing", {})
+    said = "Prompt \"briefing\" needs input ('Which region?') but this caller has no way to ask for it."
+    if era == "2025":
+        assert unasked.value.error.code == -32602 and unasked.value.error.message == (
+            said + " Call it from a client that supports elicitation, or give scripted answers."
+        )
+    else:
+        assert unasked.value.error.code == -32021, unasked.value.error
+        assert unasked.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
 @pytest.mark.parametrize("era", list(MODES))
@@ -787,3 +809,56 @@ async def test_a_request_too_large_for_the_upstream_fails_that_call_only():
             assert "is more than it accepts (413)" in message or "dropped this request before answering" in message
             with anyio.fail_after(30):
                 assert (await client.call_tool("echo", {"text": "next"})).structured_content["text"] == "next"
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # setLevel is 2025's (SEP-2577)
+@pytest.mark.parametrize("era", list(MODES))
+async def test_every_kind_of_input_request_and_log_lines_cross_the_bridge(era):
+    """Issue 46: sampling, roots, several requests in one round, a prompt and a resource that ask, log lines
+    and completion, through the bridge as direct. Before, a 2025 host was told it "declared no sampling" (its
+    capabilities were not declared upstream, and nothing asked its model or roots), a 2026 host's prompts/get
+    and resources/read that asked failed with "no back-channel", and no log line reached either host."""
+    asked: list[str] = []
+    heard: list[str] = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={next(iter(params.requested_schema["properties"])): "Ada"})
+
+    async def sample(context, params):
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="m"
+        )
+
+    async def roots(context):
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work")])
+
+    async def on_log(params):
+        heard.append(f"{params.level}: {params.data}")
+
+    callbacks = {"elicitation_callback": elicit, "sampling_callback": sample, "list_roots_callback": roots}
+    level = {} if era == "2025" else {"log_level": "info"}  # a 2025 host hears every line until it sets a level
+    async with (
+        served("tests/cli/data/asking_app.py:app") as server,
+        bridged(server.url, server.token, era, logging_callback=on_log, **level, **callbacks) as client,
+    ):
+        assert (await client.call_tool("sample", {})).content[0].text == "model said: Paris"
+        assert (await client.call_tool("roots", {})).content[0].text == "roots: file:///work"
+        assert asked == ["What is the capital of France?", "roots"]
+        everything = await client.call_tool("everything", {})
+        assert everything.content[0].text == "Ada / Paris / file:///work", everything
+        assert heard == ["info: asking three things at once"]
+        prompt = await client.get_prompt("greeting", {"city": "Oslo"})
+        assert prompt.messages[0].content.text == "Greet Ada from Oslo."
+        secret = await client.read_resource("data://secret")
+        assert secret.contents[0].text == "the secret, for Ada"
+        assert asked[-2:] == ["Who is it for?", "Password?"]
+        ref = types.PromptReference(type="ref/prompt", name="greeting")
+        assert (await client.complete(ref, {"name": "city", "value": "O"})).completion.values == ["Oslo"]
+        if era == "2025":
+            await client.set_logging_level("error")
+            heard.clear()
+            await client.call_tool("everything", {})
+            assert heard == []  # the host's level holds upstream

@@ -340,7 +340,8 @@ async def test_a_killed_worker_leaves_its_running_tasks_failed_on_the_other_with
 
 
 async def test_a_2026_client_reads_in_a_dead_workers_task_result_that_its_worker_stopped(tmp_path, redis):
-    """2026-07-28 shows a failed tool as ``completed`` with an error result: that result must say what happened."""
+    """2026-07-28 shows a dead worker's task as ``failed`` with an inlined error (SEP-2663: a protocol-level
+    failure): that error must say what happened."""
     async with topology(tmp_path, redis) as (a, b, _url, http):
         on_a, on_b = Modern(http, a.url), Modern(http, b.url)
         task_id = await on_a.start("hold", mark=str(tmp_path / "a.mark"))
@@ -348,7 +349,8 @@ async def test_a_2026_client_reads_in_a_dead_workers_task_result_that_its_worker
         a.signal(signal.SIGKILL)
         await a.wait()
         ended = await on_b.until(task_id, *FINAL, timeout=10 * LEASE + 5)
-        assert ended["result"]["isError"] and STOPPED in ended["result"]["content"][0]["text"], ended
+        assert ended["status"] == "failed" and "result" not in ended, ended
+        assert ended["error"]["code"] == -32603 and ended["error"]["message"] == STOPPED, ended
 
 
 def serve_until_exit(*options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

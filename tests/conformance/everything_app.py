@@ -144,6 +144,56 @@ async def elicitation_enums(input: Any, ctx: Any) -> Any:
     return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content or {})}"
 
 
+# The input schema as raw JSON Schema 2020-12 (the suite's json-schema-2020-12 scenario), kept as written.
+CONTACT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@(
+    f.query("json_schema_2020_12_tool")
+    .describe("Tool with a JSON Schema 2020-12 input")
+    .with_schema(CONTACT_SCHEMA)
+    .handle
+)
+async def json_schema_tool(input: Any, ctx: Any) -> Any:
+    return f"Contact {input.get('name', 'someone')} by {input.get('contactMethod', 'email')}"
+
+
+# SEP-2243: parameters mirrored into Mcp-Param-* headers, checked against the body by the server.
+@(
+    f.query("test_custom_headers")
+    .describe("A tool whose region and priority are mirrored into Mcp-Param headers")
+    .with_string("region", "Where to run", header="Region")
+    .with_integer("priority", "How urgent", default=1, header="Priority")
+    .with_boolean("verbose", "Say more", default=False, header="Verbose")
+    .with_string("query", "Not mirrored", default="")
+    .handle
+)
+async def custom_headers(input: Any, ctx: Any) -> Any:
+    return f"region={input.region} priority={input.priority}"
+
+
 # 2026-07-28 multi-round input (SEP-2322), as far as fusion-nb offers it.
 @f.action("test_input_required_result_elicitation").describe("MRTR: asks for a name").interactive().handle
 async def mrtr_elicitation(input: Any, ctx: Any) -> Any:
@@ -176,17 +226,20 @@ async def mrtr_tampered_state(input: Any, ctx: Any) -> Any:
     return "state verified"
 
 
-@f.action("test_input_required_result_capabilities").describe("MRTR: needs elicitation").interactive().handle
+@f.action("test_input_required_result_capabilities").describe("MRTR: a person, else the model").interactive().handle
 async def mrtr_capabilities(input: Any, ctx: Any) -> Any:
-    if read_input("name") is None:
-        return require_input.elicit("What is your name?", {"name": ask.string("Your name")})
-    return f"Hello, {read_input('name')}!"
+    if read_input("name") is None and read_input("guess") is None:
+        return require_input.first(
+            require_input.elicit("What is your name?", {"name": ask.string("Your name")}),
+            require_input.sample("Suggest a name", max_tokens=20, key="guess"),
+        )
+    return f"Hello, {read_input('name') or read_input('guess')['content'].get('text', '')}!"
 
 
-@f.action("test_missing_capability").describe("Needs elicitation the client may lack").interactive().handle
+@f.action("test_missing_capability").describe("Needs the client's model").interactive().handle
 async def missing_capability(input: Any, ctx: Any) -> Any:
-    if read_input("name") is None:
-        return require_input.elicit("What is your name?", {"name": ask.string("Your name")})
+    if read_input("sample") is None:
+        return require_input.sample("Say hello", max_tokens=20)
     return "Success"
 
 
@@ -313,7 +366,14 @@ async def protocol_error_job(input: Any, ctx: Any) -> Any:
     raise RuntimeError("protocol_error_job crashed on purpose")
 
 
-@f.action("confirm_delete").describe("Task-supporting: asks once.").interactive().task(mode="optional").handle
+@(
+    f.action("confirm_delete")
+    .describe("Task-supporting: asks once.")
+    .with_string("filename", "The file to delete")
+    .interactive()
+    .task(mode="optional")
+    .handle
+)
 async def confirm_delete(input: Any, ctx: Any) -> Any:
     if read_input("confirm") is None:
         return require_input.elicit("Delete the file?", {"confirm": ask.boolean("Delete")})
@@ -323,8 +383,11 @@ async def confirm_delete(input: Any, ctx: Any) -> Any:
 @f.action("multi_input").describe("Task-supporting: asks two things.").interactive().task(mode="optional").handle
 async def multi_input(input: Any, ctx: Any) -> Any:
     if read_input("name") is None:
-        return require_input.elicit("Name and colour?", {"name": ask.string("Name"), "color": ask.string("Colour")})
-    return f"{read_input('name')} likes {read_input('color')}"
+        return require_input.all(
+            require_input.elicit("Your name?", {"name": ask.string("Name")}, key="name"),
+            require_input.elicit("Go ahead?", {"confirm": ask.boolean("Confirm")}, key="confirm"),
+        )
+    return f"{read_input('name')} confirmed: {read_input('confirm')}"
 
 
 @f.action("test_tool_with_task").describe("Task-only: asks a name, then works.").interactive().task("required").handle

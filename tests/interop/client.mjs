@@ -130,7 +130,12 @@ for (const action of ['accept', 'decline', 'cancel']) {
   await session.client.close();
 }
 const plain = await connect();
-seen.noElicitation = text(await plain.client.callTool({ name: 'billing.refund', arguments: { id: 'inv-7' } }));
+try {
+  seen.noElicitation = text(await plain.client.callTool({ name: 'billing.refund', arguments: { id: 'inv-7' } }));
+} catch (error) {
+  const { code, data } = error;
+  seen.noElicitation = { thrown: error.constructor.name, code, required: data?.requiredCapabilities, message: error.message };
+}
 await plain.client.close();
 
 if (transportKind === 'http') {

@@ -58,7 +58,8 @@ async function observe(capability, behaviour) {
       const result = await client.callTool({ name, arguments: args });
       seen[kind] = { isError: result.isError ?? false, text: result.content?.[0]?.text };
     } catch (error) {
-      seen[kind] = { thrown: String(error?.message ?? error).slice(0, 200), code: error?.code ?? null };
+      const required = error?.data?.requiredCapabilities ?? null;
+      seen[kind] = { thrown: String(error?.message ?? error).slice(0, 200), code: error?.code ?? null, required };
     }
   }
   const who = await client.callTool({ name: 'whoami', arguments: {} });

@@ -38,19 +38,29 @@ async def modes(node: str, sdk: str, *target: str, env: dict[str, str] | None = 
     return json.loads(await run_node(node, str(HERE / "modes.mjs"), sdk, *target, env=env))
 
 
+def refused(seen: dict, sdk: str, mode: str, sentence: str) -> None:
+    """A question the client cannot answer: 2025 an ``ELICITATION_UNSUPPORTED`` result, 2026 (SEP-2575)
+    ``-32021`` naming the elicitation mode it lacks."""
+    if sdk == "v1":
+        assert seen["isError"] and seen["text"].startswith(UNSUPPORTED + sentence), seen
+    else:
+        assert seen["code"] == -32021 and sentence in seen["thrown"], seen
+        assert seen["required"] == {"elicitation": {mode: {}}}, seen
+
+
 def check_direct(seen: dict, sdk: str) -> None:
     """What a client declaring each capability must get from the server itself."""
     refunded = {"isError": False, "text": "refunded inv-7"}
     connected = {"isError": False, "text": "connected"}
     for case in ("none", "form", "url", "bare", "both"):
         assert seen[case]["client"] == f"fusion-nb-modes-{sdk}", seen[case]
-    assert seen["none"]["form"]["text"].startswith(UNSUPPORTED + 'Tool "billing.refund" needs input')
-    assert seen["none"]["url"]["text"].startswith(UNSUPPORTED + 'Tool "connect" needs input')
+    refused(seen["none"]["form"], sdk, "form", 'Tool "billing.refund" needs input')
+    refused(seen["none"]["url"], sdk, "url", 'Tool "connect" needs input')
     assert seen["form"]["form"] == refunded and seen["bare"]["form"] == refunded
     # issue 23, item 1: a URL request to a client that declared form only (or a bare {}), and the reverse
     for case in ("form", "bare"):
-        assert seen[case]["url"]["isError"] and seen[case]["url"]["text"].startswith(UNSUPPORTED), seen[case]
-    assert seen["url"]["form"]["isError"] and seen["url"]["form"]["text"].startswith(UNSUPPORTED), seen["url"]
+        refused(seen[case]["url"], sdk, "url", 'Tool "connect" needs input')
+    refused(seen["url"]["form"], sdk, "form", 'Tool "billing.refund" needs input')
     assert seen["url"]["url"] == connected and seen["both"]["url"] == connected and seen["both"]["form"] == refunded
     assert seen["form"]["asked"] == ["form"] and seen["url"]["asked"] == ["url"]
     throws = seen["throws"]
@@ -214,3 +224,25 @@ async def test_a_typescript_client_reopening_its_half_open_get_stream_still_gets
     seen = json.loads(observed["out"])
     assert "late" in seen["tools"], seen
     assert not any("reconnection" in error.lower() for error in seen["errors"]), seen
+
+
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
+async def test_every_kind_of_input_request_crosses_the_bridge_to_a_typescript_host(node, sdk):
+    """Issue 46: sampling, roots, three requests in one round, and a prompt and a resource that ask, through
+    ``fusion-nb connect`` to the TypeScript client of each era (before: "declared no sampling", "no back-channel")."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("asking_app", REPO / "tests" / "cli" / "data" / "asking_app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    async with serve(module.app) as served:
+        bridge = bridge_command(served.url, served.token)
+        seen = json.loads(await run_node(node, str(HERE / "asking.mjs"), sdk, *bridge.argv, env=server_env(bridge)))
+    assert seen["sample"] == "model said: Paris", seen
+    assert seen["roots"] == "roots: file:///work", seen
+    assert seen["everything"] == "Ada / Paris / file:///work", seen
+    assert seen["prompt"] == "Greet Ada from Oslo.", seen
+    assert seen["resource"] == "the secret, for Ada", seen
+    assert seen["asked"][:2] == ["What is the capital of France?", "roots"]
+    assert seen["asked"][-2:] == ["Who is it for?", "Password?"]

@@ -56,7 +56,13 @@ def check_observations(seen: dict, sdk: str, server_name: str, http: bool) -> No
     assert elicitation["accept"] == {"text": "refunded inv-7", "asked": ["Refund invoice inv-7?"]}
     assert elicitation["decline"]["text"] == "refund declined"
     assert elicitation["cancel"]["text"] == "refund cancelled"
-    assert seen["noElicitation"].startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input')
+    if sdk == "v1":
+        assert seen["noElicitation"].startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input')
+    else:  # SEP-2575: the client's own typed error, naming what it did not declare
+        refused = seen["noElicitation"]
+        assert refused["thrown"] == "MissingRequiredClientCapabilityError" and refused["code"] == -32021, refused
+        assert refused["required"] == {"elicitation": {"form": {}}}, refused
+        assert refused["message"].startswith('Tool "billing.refund" needs input'), refused
     if http:
         for case in ("missingToken", "wrongToken"):
             assert (seen[case] != "connected" and "401" in json.dumps(seen[case])) or "invalid_token" in json.dumps(

@@ -56,3 +56,21 @@ def client_for(server: Any, era: str, **options: Any) -> Client:
         transport: Transport = memory_transport(server)  # type: ignore[assignment]
         return Client(transport, **options)  # auto: probes server/discover, then 2026
     raise ValueError(era)
+
+
+async def refused_for_capability(call: Any, modern: bool, required: dict[str, Any]) -> str:
+    """What a caller that cannot answer a tool's question gets, in one sentence: on 2026 a ``-32021``
+    error naming ``required`` (SEP-2575), on 2025 an ``ELICITATION_UNSUPPORTED`` result."""
+    import pytest
+    from mcp import MCPError
+
+    if modern:
+        with pytest.raises(MCPError) as raised:
+            await call
+        assert raised.value.error.code == -32021, raised.value.error
+        assert raised.value.error.data == {"requiredCapabilities": required}, raised.value.error.data
+        return str(raised.value)
+    result = await call
+    text = result.content[0].text
+    assert result.is_error and text.startswith("[ELICITATION_UNSUPPORTED] "), text
+    return text.removeprefix("[ELICITATION_UNSUPPORTED] ")

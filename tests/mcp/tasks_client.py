@@ -52,9 +52,9 @@ async def malformed_task_ids_refused(session: Any) -> None:
 
 
 async def missing_extension_refused(session: Any) -> None:
-    """A listen with ``taskIds`` from a client without the tasks extension gets ``-32003`` naming it."""
+    """A listen with ``taskIds`` from a client without the tasks extension gets ``-32021`` naming it."""
     with pytest.raises(MCPError) as missing, anyio.fail_after(30):
         await session.send_request(listen_request(["any"]), types.SubscriptionsListenResult)
-    assert missing.value.error.code == -32003
+    assert missing.value.error.code == -32021
     assert "needs the io.modelcontextprotocol/tasks extension" in missing.value.error.message
     assert missing.value.error.data == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}

@@ -4,7 +4,7 @@ InputRequiredResult with a sealed request state (2026), on every in-memory path.
 from __future__ import annotations
 
 import pytest
-from eras import ERAS, client_for
+from eras import ERAS, client_for, refused_for_capability
 from fusion_mcp_testapp import make_app
 from mcp import Client, MCPError, types
 
@@ -61,9 +61,12 @@ async def test_refund_flow_with_an_elicitation_callback(era, answer, expected):
 
 
 async def test_a_client_without_elicitation_gets_elicitation_unsupported(era):
-    result = await call(era, "billing.refund", {"id": "inv-7"})
-    assert result.is_error
-    assert result.content[0].text.startswith('[ELICITATION_UNSUPPORTED] Tool "billing.refund" needs input')
+    """2025: an ``ELICITATION_UNSUPPORTED`` result; 2026: ``-32021`` naming the capability (SEP-2575)."""
+    app = make_app()[0]
+    async with client_for(mcp_server(app), era) as client:
+        refund = client.call_tool("billing.refund", {"id": "inv-7"})
+        said = await refused_for_capability(refund, era != "2025-memory", {"elicitation": {"form": {}}})
+    assert said.startswith('Tool "billing.refund" needs input')
 
 
 async def test_three_rounds_accumulate_answers_and_state(era):

@@ -547,6 +547,51 @@ async def test_modern_headers_must_match_the_body(served, http, headers):
     assert served.app.active_calls == []
 
 
+def routed_tool(served: Served) -> None:
+    """A tool whose ``region`` is mirrored into ``Mcp-Param-Region`` (SEP-2243, ``header=``)."""
+
+    @served.app.f.query("routed").with_string("region", header="Region").with_string("query", default="").handle
+    async def routed(input: Any, ctx: Any) -> str:
+        return f"routed to {input.region}"
+
+
+@pytest.mark.parametrize(
+    ("region", "header"),
+    [
+        pytest.param("eu-west", "eu-west", id="plain"),
+        pytest.param("Hello", "=?base64?SGVsbG8=?=", id="base64"),
+        pytest.param("  Zürich ", "=?base64?ICBaw7xyaWNoIA==?=", id="base64-non-ascii"),
+        pytest.param("=?base64?SGVsbG8=", "=?base64?SGVsbG8=", id="literal-without-suffix"),
+    ],
+)
+async def test_a_mirrored_parameter_matching_its_header_is_served(served, http, region, header):
+    routed_tool(served)
+    sent = modern_headers(served, "tools/call", "routed", **{"Mcp-Param-Region": header})
+    called = await http.post(served.url, json=modern_call("routed", {"region": region}), headers=sent)
+    assert called.status_code == 200, called.text
+    assert answer(called)["result"]["content"][0]["text"] == f"routed to {region}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("us-east", id="mismatch"),
+        pytest.param(None, id="missing"),
+        pytest.param("=?base64?SGVsbG8?=", id="bad-padding"),
+        pytest.param("=?base64?SGVs!!!bG8=?=", id="bad-chars"),
+    ],
+)
+async def test_a_mirrored_parameter_disagreeing_with_its_header_is_refused(served, http, header):
+    """Mismatched, absent or malformed ``Mcp-Param-*``: 400 with -32020, the handler never runs."""
+    routed_tool(served)
+    extra = {"Mcp-Param-Region": header} if header is not None else {}
+    sent = modern_headers(served, "tools/call", "routed", **extra)
+    refused = await http.post(served.url, json=modern_call("routed", {"region": "Hello"}), headers=sent)
+    error = assert_error(refused, 400, -32020)
+    assert "Mcp-Param-Region" in error["message"] and len(error["message"]) < 200
+    assert served.app.active_calls == []
+
+
 @pytest.mark.parametrize("second", ["tools/call", "tools/list"])
 async def test_a_duplicated_mcp_method_header_is_refused(served, http, second):
     """Two ``Mcp-Method`` headers are ambiguous to any intermediary, so refused even when they agree."""
@@ -753,19 +798,21 @@ async def test_a_modern_input_request_is_only_in_a_mode_the_client_declared(
 ):
     """The spec: servers MUST NOT send elicitation in a mode the client did not declare; a bare ``{}`` is form.
 
-    Without a fitting mode the tool fails at once with the same ``ELICITATION_UNSUPPORTED`` a 2025
-    client gets (issue 23: a form-only client was sent a URL-mode input request).
+    Without a fitting mode the call fails at once (issue 23: a form-only client was sent a URL-mode
+    input request): ``-32021`` with HTTP 400, naming the mode it needs (SEP-2575).
     """
     meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": elicitation}}
     arguments = {"id": "inv-1"} if tool == "billing.refund" else {}
     body = modern_request("tools/call", 1, meta, name=tool, arguments=arguments)
-    result = answer(await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool)))[
-        "result"
-    ]
+    response = await http.post(served.url, json=body, headers=modern_headers(served, "tools/call", tool))
     if asked_mode is None:
-        assert result["resultType"] == "complete" and result["isError"] is True, result
-        assert result["content"][0]["text"].startswith(f'[ELICITATION_UNSUPPORTED] Tool "{tool}" needs input')
+        error = answer(response)["error"]
+        needed = "url" if tool == "connect" else "form"
+        assert response.status_code == 400 and error["code"] == -32021, error
+        assert error["data"] == {"requiredCapabilities": {"elicitation": {needed: {}}}}
+        assert error["message"].startswith(f'Tool "{tool}" needs input')
     else:
+        result = answer(response)["result"]
         assert result["resultType"] == "input_required", result
         (asked,) = result["inputRequests"].values()
         assert asked["params"].get("mode", "form") == asked_mode

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from eras import ERAS, client_for
+from eras import ERAS, client_for, refused_for_capability
 from http_serving import serve
 from mcp import MCPError, types
 
@@ -86,16 +86,14 @@ async def test_a_tool_asks_the_clients_model_and_roots_over_http(mode):
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_client_that_declared_neither_is_told_in_one_sentence(era):
     app = sampling_app()
+    modern = era != "2025-memory"  # (2026: -32021 naming the capability, SEP-2575)
     async with client_for(mcp_server(app), era) as client:
-        summary = await client.call_tool("summarise", {"text": "x"})
-        where = await client.call_tool("workspace", {})
-    assert summary.is_error and summary.content[0].text.startswith(
-        "[ELICITATION_UNSUPPORTED] Tool \"summarise\" asks the client's model ('Summarise: x') "
-        "but this caller declared no sampling."
+        summary = await refused_for_capability(client.call_tool("summarise", {"text": "x"}), modern, {"sampling": {}})
+        where = await refused_for_capability(client.call_tool("workspace", {}), modern, {"roots": {}})
+    assert summary.startswith(
+        "Tool \"summarise\" asks the client's model ('Summarise: x') but this caller declared no sampling."
     )
-    assert where.is_error and where.content[0].text.startswith(
-        '[ELICITATION_UNSUPPORTED] Tool "workspace" asks for the client\'s roots but this caller declared no roots.'
-    )
+    assert where.startswith('Tool "workspace" asks for the client\'s roots but this caller declared no roots.')
     await app.aclose()
 
 
@@ -175,10 +173,8 @@ async def test_a_2026_client_gets_every_request_of_the_round_at_once():
 async def test_a_round_with_a_request_the_client_cannot_answer_fails_at_once(era):
     app = several_app()
     async with client_for(mcp_server(app), era, elicitation_callback=person, list_roots_callback=roots) as client:
-        result = await client.call_tool("plan", {})
-    assert result.is_error and "asks the client's model ('Name the sprint') but this caller declared no sampling" in (
-        result.content[0].text
-    )
+        said = await refused_for_capability(client.call_tool("plan", {}), era != "2025-memory", {"sampling": {}})
+    assert "asks the client's model ('Name the sprint') but this caller declared no sampling" in said
     await app.aclose()
 
 
@@ -289,6 +285,8 @@ async def test_a_caller_without_elicitation_is_told_in_one_sentence(era):
         "Prompt \"review\" needs input ('What context for q3?') but this caller has no way to ask for it."
     )
     assert str(read.value).startswith("Resource \"notes://{name}\" needs input ('Open the notes of ada?')")
+    code = -32021 if era != "2025-memory" else -32602  # (2026: the capability it needs is named, SEP-2575)
+    assert prompt.value.error.code == read.value.error.code == code
     await app.aclose()
 
 
@@ -310,4 +308,76 @@ async def test_a_form_request_may_name_its_key_on_the_2026_wire():
             "greet", {}, input_responses=answer, request_state=first.request_state, allow_input_required=True
         )
     assert done.content[0].text == "hello Ada"
+    await app.aclose()
+
+
+def first_app() -> Fusion:
+    """A tool and a prompt that ask a person if the caller can, else the client's model."""
+    app = Fusion("asks-whoever-can")
+
+    def name_or_guess() -> Any:
+        return require_input.first(
+            require_input.elicit("Your name?", {"name": ask.string("Name")}),
+            require_input.sample("Suggest a name", max_tokens=50, system_prompt="Be brief.", key="guess"),
+        )
+
+    def named() -> str | None:
+        guess = read_input("guess")
+        return read_input("name") or (guess["content"]["text"] if guess is not None else None)
+
+    @app.f.action("greet").handle
+    async def greet(input: Any, ctx: Any) -> Any:
+        return name_or_guess() if named() is None else f"hello {named()}"
+
+    @app.prompt("letter", description="A letter to whoever is named.")
+    def letter() -> Any:
+        return name_or_guess() if named() is None else f"Dear {named()},"
+
+    return app
+
+
+async def naming(context: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("declared", "name"),
+    [
+        ({"elicitation_callback": naming, "sampling_callback": model}, "Ada"),
+        ({"sampling_callback": model}, "SUGGEST A NAME"),
+    ],
+)
+async def test_the_first_request_the_caller_can_answer_is_asked(era, declared, name):
+    app = first_app()
+    async with client_for(mcp_server(app), era, **declared) as client:
+        greeting = await client.call_tool("greet", {})
+        letter = await client.get_prompt("letter", {})
+    assert greeting.content[0].text == f"hello {name}" and letter.messages[0].content.text == f"Dear {name},"
+    await app.aclose()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_caller_that_can_answer_none_of_the_choices_is_refused_for_the_first(era):
+    app = first_app()
+    async with client_for(mcp_server(app), era, list_roots_callback=roots) as client:
+        said = await refused_for_capability(
+            client.call_tool("greet", {}), era != "2025-memory", {"elicitation": {"form": {}}}
+        )
+    assert said.startswith("Tool \"greet\" needs input ('Your name?') but this caller has no way to ask for it.")
+    await app.aclose()
+
+
+async def test_a_person_is_asked_the_first_choice_only():
+    app = first_app()
+    seen = []
+
+    def answer(request: Any) -> Any:
+        seen.append(request.kind)
+        return {"name": "Grace"}
+
+    result = await app.run(app.request("greet", channel=ScriptedAnswers(answer)))
+    assert result.value == "hello Grace" and seen == ["elicit"]
+    with pytest.raises(ValueError, match=r"require_input\.first needs one or more"):
+        require_input.first(require_input.all(require_input.roots()))
     await app.aclose()

@@ -155,6 +155,7 @@ SDK_NAMES = frozenset(
         "mcp_types:LoggingMessageNotification",
         "mcp_types:LoggingMessageNotificationParams",
         "mcp_types:METHOD_NOT_FOUND",
+        "mcp_types:MISSING_REQUIRED_CLIENT_CAPABILITY",
         "mcp_types:Notification",
         "mcp_types:NotificationParams",
         "mcp_types:PARSE_ERROR",

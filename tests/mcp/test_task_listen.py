@@ -1,4 +1,4 @@
-"""2026 task status on ``subscriptions/listen`` with the SDK's real client (tasks extension draft 07bf500).
+"""2026 task status on ``subscriptions/listen`` with the SDK's real client (SEP-2663; as in its draft 07bf500).
 
 A client that lists its task ids in a listen request hears ``notifications/tasks`` (the
 detailed task, as ``tasks/get`` answers it) once at once and on every change: a job to

@@ -95,6 +95,29 @@ async def test_bad_headers_and_bad_input_are_one_clear_sentence(kernel):
     assert bad.error["ename"] == "ToolError" and 'field "n" expected an integer' in bad.error["evalue"]
 
 
+async def test_a_cell_tool_takes_raw_json_schema_and_header_fields(kernel):
+    """Issue 46: ``with_schema`` and ``header=`` in a ``%%fusion_tool`` header, bad ones in one sentence."""
+    await kernel.run(
+        "%load_ext fusion_nb\nSCHEMA = {'type': 'object', 'properties': {'city': {'type': 'string'}},"
+        " 'required': ['city'], 'additionalProperties': False}"
+    )
+    await kernel.run('%%fusion_tool f.query("weather").with_schema(SCHEMA)\nreturn f"sunny in {input.city}"')
+    assert (await kernel.run("print(await weather(city='Oslo'))")).stdout.strip() == "sunny in Oslo"
+    bad = await kernel.run("await weather(town='Oslo')", ok=False)
+    assert bad.error["ename"] == "ToolError"
+    assert 'field "city" is required but was not sent; field "town" is not accepted' in bad.error["evalue"]
+    await kernel.run('%%fusion_tool f.query("routed").with_string("region", header="Region")\nreturn input.region')
+    listed = await kernel.run(
+        "import fusion_nb\nprint(fusion_nb.default_app.get('routed').input_schema['properties']['region'])"
+    )
+    assert "'x-mcp-header': 'Region'" in listed.stdout
+    wrong = await kernel.run(
+        '%%fusion_tool f.query("r2").with_string("region", header="My Region")\nreturn 1', ok=False
+    )
+    assert "UsageError" in wrong.stderr and "x-mcp-header must be a header name token" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+
 async def test_mistakes_read_as_one_sentence_with_the_near_name(kernel):
     """A typo in a builder verb, method or field kind, or in a tool's name: one sentence naming the near name."""
     await kernel.run("%load_ext fusion_nb\nfrom fusion_nb import ask")

@@ -138,8 +138,9 @@ async def test_the_tasks_of_a_worker_whose_lease_lapsed_turn_failed(redis_server
         assert copy is not None and copy.status == TaskStatus.FAILED and copy.status_message == STOPPED
         again = await b.find_all("alice")
         assert [(t.id, t.status) for t in again] == [(task.id, TaskStatus.FAILED)]
-        inline = detailed_task(copy, b)["result"]  # what a 2026 tasks/get inlines: why, not "no result"
-        assert inline["isError"] and inline["content"][0]["text"] == f"[TASK_FAILED] {STOPPED}"
+        detailed = detailed_task(copy, b)  # what a 2026 tasks/get inlines: why, not "no result"
+        assert detailed["status"] == "failed" and "result" not in detailed  # (SEP-2663: a protocol-level failure)
+        assert detailed["error"] == {"code": -32603, "message": STOPPED}
         await a.stop(task)
 
 
@@ -261,7 +262,7 @@ async def test_both_wires_on_b_serve_a_task_that_runs_on_a(redis_server):
             with pytest.raises(RawError, match="already ended"):
                 await on_b.request("tasks/cancel", {"taskId": stuck["taskId"]})
         task = await a.start(None, "train", {"steps": 2})
-        async with client_for(server_b, "2026-stream") as client:
+        async with client_for(server_b, "2026-stream", extensions=[TasksExtension()]) as client:
             with anyio.fail_after(10):
                 while True:
                     request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.id))

@@ -1,6 +1,6 @@
 """A module app for the bridge tests: instructions, a tool, resources (a value and a template) and a prompt."""
 
-from fusion_nb import Fusion
+from fusion_nb import Fusion, ask, read_input, require_input
 
 app = Fusion("catalog-test", version="7.1.0", instructions="Ask for the weather by city.")
 
@@ -20,3 +20,11 @@ def weather(city):
 
 
 app.prompt("forecast", "Write a forecast for {city}.", description="A forecast prompt.")
+
+
+@app.prompt("briefing", description="A briefing for the region the person names.")
+def briefing():
+    region = read_input("region")
+    if region is None:
+        return require_input.elicit("Which region?", {"region": ask.string("Region")})
+    return f"Brief me on {region}."
