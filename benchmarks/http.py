@@ -569,31 +569,7 @@ async def kernel_figures(kernel: BenchKernel, endpoint: Endpoint, calls: int, ag
         f" OS threads started over {calls} sync calls: {starts}"
     )
 
-    stop = asyncio.Event()
-
-    async def agent() -> None:
-        connection = await wire.connect(endpoint.port, endpoint.token)
-        try:
-            number = 0
-            while not stop.is_set():
-                await wire.call(connection, number)
-                number += 1
-        finally:
-            connection.close()
-
-    busy = [asyncio.create_task(agent()) for _ in range(agents)]
-    await asyncio.sleep(0.5)
-    cells = []
-    for _ in range(20):
-        start = time.perf_counter()
-        await kernel.execute("1 + 1")
-        cells.append(time.perf_counter() - start)
-    stop.set()
-    await asyncio.gather(*busy)
-    lines.append(
-        f"- `1 + 1` in a cell while {agents} agents call in a loop: p50 {statistics.median(cells) * 1e3:.1f} ms,"
-        f" max {max(cells) * 1e3:.1f} ms (20 cells)"
-    )
+    lines += await cells_first(kernel, endpoint, agents)
 
     widgets = "live_widget_count()"
     await sequential(wire, endpoint, min(soak, 1000))  # warm: caches, the panel's history
@@ -606,6 +582,167 @@ async def kernel_figures(kernel: BenchKernel, endpoint: Endpoint, calls: int, ag
         f"- over {soak:,} more calls (10 clients): kernel RSS {rss_before:.1f} -> {rss_after:.1f} MB,"
         f" live widgets {widgets_before} -> {widgets_after}"
     )
+    return "\n".join(lines)
+
+
+#: the cell that switches cells first on or off: the app's gate (the host keeps closing and opening its own)
+#: and the switch interval serving sets (off: Python's default, as before #51)
+GATE_CELL = """
+import sys, fusion_nb
+from fusion_nb.notebook import current_host
+from fusion_nb.notebook.cells_first import SWITCH
+fusion_nb.default_app.gate = current_host().gate if {on} else None
+sys.setswitchinterval(SWITCH if {on} else 0.005)
+"""
+
+
+async def cells_first(
+    kernel: BenchKernel, endpoint: Endpoint, agents: int, cells: int = 10, rounds: int = 3
+) -> list[str]:
+    """``1 + 1`` idle and under ``agents`` calling in a loop, cells first on and off (interleaved rounds).
+
+    The agents run in a process of their own (``--agents-load``), as they do beside a
+    person's front end, so this process's loop only times the cells. Each round, for each
+    setting: ``cells`` cells in the idle kernel, the agents' calls/s over a window with no
+    cell running, then ``cells`` cells while they call. Every call sent is counted against
+    every call answered (a call lost would show as a difference, or raise), and the calls
+    the gate held in all.
+    """
+    idle: dict[bool, list[float]] = {True: [], False: []}
+    busy: dict[bool, list[float]] = {True: [], False: []}
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    sent = answered = 0
+
+    async def timed(into: list[float]) -> None:
+        for _ in range(cells):
+            start = time.perf_counter()
+            await kernel.execute("1 + 1")
+            into.append(time.perf_counter() - start)
+
+    for turn in range(rounds * 2):
+        on = turn % 2 == 0
+        await kernel.execute(GATE_CELL.format(on=on))
+        await asyncio.sleep(1.0)  # the kernel has settled the last round's calls and redrawn its panel
+        await timed(idle[on])
+        load = await asyncio.create_subprocess_exec(
+            sys.executable,
+            os.path.abspath(__file__),
+            "--agents-load",
+            f"{endpoint.port}:{agents}",
+            "--token",
+            endpoint.token,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert load.stdin is not None and load.stdout is not None
+
+        async def counts(load: asyncio.subprocess.Process = load) -> tuple[int, int]:
+            assert load.stdin is not None and load.stdout is not None
+            load.stdin.write(b"count\n")
+            await load.stdin.drain()
+            done, made = (await load.stdout.readline()).split()
+            return int(done), int(made)
+
+        await counts()  # every agent has connected and called
+        await asyncio.sleep(0.5)
+        (before, _), start = await counts(), time.perf_counter()
+        await asyncio.sleep(2.0)  # no cell runs: what the agents get
+        rates[on].append(((await counts())[0] - before) / (time.perf_counter() - start))
+        await timed(busy[on])
+        load.stdin.close()  # the agents stop: each ends its call in flight
+        done, made = (await load.stdout.readline()).split()
+        await load.wait()
+        answered, sent = answered + int(done), sent + int(made)
+    await kernel.execute(GATE_CELL.format(on=True))
+    held = await kernel.value("current_host().gate.held")
+    lines = []
+    for on in (True, False):
+        base, p50 = statistics.median(idle[on]), statistics.median(busy[on])
+        lines.append(
+            f"- cells first {'on' if on else 'off'}: `1 + 1` p50 {base * 1e3:.1f} ms idle, {p50 * 1e3:.1f} ms while"
+            f" {agents} agents call in a loop ({p50 / base:.2f}x idle; max {max(busy[on]) * 1e3:.1f} ms,"
+            f" {len(busy[on])} cells); the agents' calls/s with no cell running {statistics.median(rates[on]):,.0f}"
+        )
+    lines.append(f"- agent calls sent {sent:,}, answered {answered:,}, lost {sent - answered}; held by the gate {held}")
+    return lines
+
+
+async def agents_load(port: int, agents: int, token: str) -> None:
+    """``--agents-load PORT:N``: N agents call in a loop; each stdin line asks the counts, end of stdin stops them.
+
+    Prints ``answered sent`` once every agent has called (and for each line after), and once more at the end.
+    """
+    wire, stop, answered, sent = Wire(MODERN), asyncio.Event(), 0, 0
+    started = asyncio.Event()
+
+    async def agent() -> None:
+        nonlocal answered, sent
+        connection = await wire.connect(port, token)
+        try:
+            number = 0
+            while not stop.is_set():
+                sent += 1
+                await wire.call(connection, number)
+                answered += 1
+                number += 1
+                if answered >= agents:
+                    started.set()
+        finally:
+            connection.close()
+
+    tasks = [asyncio.create_task(agent()) for _ in range(agents)]
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.readline():
+        await started.wait()
+        print(answered, sent, flush=True)
+    stop.set()
+    await asyncio.gather(*tasks)
+    print(answered, sent, flush=True)
+
+
+async def kernel_only(calls: int, agents: int, soak: int, soak_minutes: float) -> None:
+    """``--kernel-only``: the kernel's figures alone (no other server runs), then the soak curve if asked."""
+    kernel = BenchKernel()
+    try:
+        endpoint = await kernel.start()
+        await listening(endpoint.port)
+        await sequential(Wire(MODERN), endpoint, 200)  # warm-up
+        print(await kernel_figures(kernel, endpoint, calls, agents, soak))
+        if soak_minutes:
+            print()
+            print(await soak_curve(kernel, endpoint, soak_minutes))
+    finally:
+        with contextlib.suppress(Exception):
+            await kernel.stop()
+
+
+async def soak_curve(kernel: BenchKernel, endpoint: Endpoint, minutes: float, clients: int = 10) -> str:
+    """The kernel's RSS after each window of 20,000 calls by ``clients`` over ``minutes``; the last half's growth."""
+    wire = Wire(MODERN)
+    lines = [
+        f"### A served kernel's RSS over {minutes:g} minutes at full agent load ({clients} clients)",
+        "",
+        "| minute | calls | calls/s | RSS MiB |",
+        "|---:|---:|---:|---:|",
+    ]
+    curve = [(0.0, kernel.rss_mb())]
+    lines.append(f"| 0.0 | 0 | - | {curve[0][1]:.1f} |")
+    start, total = time.monotonic(), 0
+    while time.monotonic() - start < minutes * 60:
+        rate = await concurrent(wire, endpoint, clients, 20_000 // clients)
+        total += 20_000
+        elapsed = (time.monotonic() - start) / 60
+        curve.append((elapsed, kernel.rss_mb()))
+        lines.append(f"| {elapsed:.1f} | {total:,} | {rate:,.0f} | {curve[-1][1]:.1f} |")
+    await asyncio.sleep(30)
+    lines.append(f"| idle 30 s | {total:,} | - | {kernel.rss_mb():.1f} |")
+    half = curve[-1][0] - min(5.0, curve[-1][0] / 2)  # the last 5 minutes (the last half of a shorter soak)
+    since = next(rss for when, rss in curve if when >= half)
+    lines += [
+        "",
+        f"Growth over the last {curve[-1][0] - half:.1f} minutes: {curve[-1][1] - since:+.1f} MiB (target <= 1)",
+    ]
     return "\n".join(lines)
 
 
@@ -763,18 +900,26 @@ if __name__ == "__main__":
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"], help="every server's event loop")
     parser.add_argument("--agents", type=int, default=10, help="clients calling the kernel while a cell runs")
     parser.add_argument("--kernel-calls", type=int, default=10_000, help="calls of the kernel's memory check")
+    parser.add_argument("--kernel-only", action="store_true", help="only: the kernel's figures (no other server)")
+    parser.add_argument("--soak-minutes", type=float, default=0, help="with --kernel-only: RSS curve at full load")
     parser.add_argument(
         "--through-jupyter",
         action="store_true",
         help="only: a notebook's kernel endpoint direct vs through fusion-nb's Jupyter server extension",
     )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--agents-load", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         parser.error("--loop uvloop needs uvloop installed (pip install uvloop); fusion-nb does not depend on it")
     if args.serve:
         serve(args.serve, args.token, args.http, args.loop)
+    elif args.agents_load:
+        port, count = args.agents_load.split(":")
+        asyncio.run(agents_load(int(port), int(count), args.token))
+    elif args.kernel_only:
+        asyncio.run(kernel_only(args.calls, args.agents, args.kernel_calls, args.soak_minutes))
     elif args.through_jupyter:
         asyncio.run(through_jupyter(args.calls, args.rounds, args.clients, args.per_client, args.warmup))
     else:

@@ -89,7 +89,8 @@ except ImportError:  # pragma: no cover - exercised by a subprocess test without
 
 import anyio
 
-from fusion_nb.engine import Context, ProgressEvent, ToolError, current_backend, progress
+from fusion_nb.engine import Context, ProgressEvent, ToolError, progress
+from fusion_nb.engine.lowlevel import current_backend
 
 __all__ = ["DASK_UNAVAILABLE", "DaskTask", "DaskWork", "Stopped", "WorkerLost", "run"]
 

@@ -13,7 +13,14 @@ from types import ModuleType
 
 import pytest
 
-PACKAGES = ("fusion_nb", "fusion_nb.engine", "fusion_nb.mcp")
+PACKAGES = (
+    "fusion_nb",
+    "fusion_nb.engine",
+    "fusion_nb.engine.lowlevel",
+    "fusion_nb.mcp",
+    "fusion_nb.notebook",
+    "fusion_nb.widgets",
+)
 
 
 def public_names(module: ModuleType) -> list[str]:

@@ -31,6 +31,9 @@ a call still running after a second is one a person may want to watch or stop.
 The ``text/plain`` of the panel is all of it as text (summary, live calls, recent
 calls), so a terminal, nbconvert and an unopened notebook read what the widget shows.
 
+While a person's cell runs, the host's gate holds agents' calls before their bodies
+(a bounded share passes): the summary line says how many wait on the running cell.
+
 A 2026-era call that asks its client for input ends with *input required*, and the
 client calls again with the answers: two engine calls, one call to a person. A call
 that ends input-required keeps its row, and the next call of the same tool with the
@@ -196,13 +199,13 @@ class ActivityPanel(w.VBox):
         self.continuing: dict[str, Row] = {}
         #: the last ``history`` finished rows worth a line, newest first
         self.recent: deque[Row] = deque(maxlen=history)
-        #: settle times (and whether failed, whether cancelled) of the summary window
-        self.ended: deque[tuple[float, bool, bool]] = deque()
+        #: the summary window's settled calls, counted per second: ``[second, calls, failed, cancelled]``
+        #: (a tuple per call held ~10 MiB at 2,000 calls/s, and the kernel's RSS followed the peak rate)
+        self.ended: deque[list[int]] = deque()
         self.total = 0
         self.failed = 0
         self.cancelled = 0
-        self._window_failed = 0  # the failed among ``ended`` (kept, not recounted per redraw)
-        self._window_cancelled = 0
+        self._window = [0, 0, 0]  # calls, failed, cancelled in ``ended`` (kept, not recounted per redraw)
         self._timer: asyncio.TimerHandle | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._closed = False
@@ -271,9 +274,19 @@ class ActivityPanel(w.VBox):
         self.total += 1
         self.failed += failed
         self.cancelled += cancelled
-        self.ended.append((row.ended or time.monotonic(), failed, cancelled))
-        self._window_failed += failed
-        self._window_cancelled += cancelled
+        second = int(row.ended or time.monotonic())
+        ended = self.ended
+        if ended and ended[-1][0] >= second:  # (a continued row's older end counts in the latest second)
+            bucket = ended[-1]
+            bucket[1] += 1
+            bucket[2] += failed
+            bucket[3] += cancelled
+        else:
+            ended.append([second, 1, int(failed), int(cancelled)])
+        window = self._window
+        window[0] += 1
+        window[1] += failed
+        window[2] += cancelled
         self._retire(row)
         if listed or failed or cancelled:
             self.recent.appendleft(row)
@@ -343,11 +356,13 @@ class ActivityPanel(w.VBox):
     def summary(self) -> str:
         """``312 calls in the last minute, 0 failed, 1 cancelled · 2 live`` (cancelled only when some were)."""
         cutoff = time.monotonic() - WINDOW
-        while self.ended and self.ended[0][0] < cutoff:
-            _, failed_, cancelled_ = self.ended.popleft()
-            self._window_failed -= failed_
-            self._window_cancelled -= cancelled_
-        count, failed, cancelled = len(self.ended), self._window_failed, self._window_cancelled
+        window = self._window
+        while self.ended and self.ended[0][0] + 1 <= cutoff:  # a second wholly before the window
+            _, calls_, failed_, cancelled_ = self.ended.popleft()
+            window[0] -= calls_
+            window[1] -= failed_
+            window[2] -= cancelled_
+        count, failed, cancelled = window
         live = sum(1 for row in self.running.values() if row.live is not None)
         text = f"{count} call{'' if count == 1 else 's'} in the last minute, {failed} failed"
         if cancelled:
@@ -361,6 +376,10 @@ class ActivityPanel(w.VBox):
         waiting = len(self.continuing)
         if waiting:
             text += f" · {waiting} waiting for a client's answer"
+        gate = getattr(self.app, "gate", None)  # the host's: calls wait before their bodies while a cell runs
+        held = gate.waiting if gate is not None else 0
+        if held:
+            text += f" · {held} call{'' if held == 1 else 's'} waiting on the running cell"
         return text
 
     def header_html(self) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine import gating_calls
+from ..engine.lowlevel import gating_calls
 from .errors import CliError
 
 SKIP_TAG = "fusion:skip"

@@ -320,7 +320,7 @@ def _named_tokens(args: argparse.Namespace) -> dict[str, str] | None:
 def _job_tools(args: argparse.Namespace, app: Any) -> None:
     """``--job-tools``: jobs.wait and jobs.cancel for hosts without MCP tasks."""
     if args.job_tools:
-        from ..engine import enable_job_tools
+        from ..mcp import enable_job_tools
 
         enable_job_tools(app)
 

@@ -1,15 +1,14 @@
 """The pure engine: tools, calls, streaming and cancellation (anyio and pydantic only).
 
-Every name other layers may use is re-exported here; the modules behind it are
-private (``_call``, ``_runner``...) and may change shape freely. See
+Every name other layers may use is re-exported here, and the event-loop seam (backends,
+detached tasks) in ``fusion_nb.engine.lowlevel``, as anyio keeps ``anyio.lowlevel``; the
+modules behind them are private (``_call``, ``_runner``...) and may change shape freely. See
 docs/architecture.md for the modules in import order and one call followed through.
 """
 
-from ._app import App, EngineStats, gating_calls
-from ._ask import AskField, ask, fields_from_schema, form_schema, validate_form
-from ._backends import Backend, Cancellable, Event, Interruptible, ReadWatch, current_backend
-from ._background import spawn
-from ._builder import BuilderFactory, ToolBuilder
+from ._app import App, EngineStats
+from ._ask import AskField, ask, form_schema, validate_form
+from ._builder import ToolBuilder
 from ._call import Call, CallStatus
 from ._catalog import MAX_COMPLETIONS, Catalog, CatalogChange, Completer, Prompt, Resource, complete
 from ._channel import DEFER, DeferToClient, InputChannel, NoChannel, ScriptedAnswers
@@ -43,13 +42,11 @@ from ._interactive import (
     require_input,
     with_input,
 )
-from ._jobs import enable_job_tools, task_owner
 from ._middleware import Middleware
 from ._present import (
     DEFAULT_LIMITS,
     AnswerLimits,
     Presented,
-    RichPresenter,
     answer_limits,
     image_type,
     present,
@@ -61,7 +58,7 @@ from ._schema import validation_sentence
 from ._signal import AbortSignal
 from ._streaming import LOG_LEVELS, LogEvent, ProgressEvent, Respond, progress, respond
 from ._task_records import SharedTasks, TaskRecord
-from ._tasks import MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
+from ._tasks import MAX_TTL, MemoryTaskStore, Task, TaskOptions, Tasks, TaskStatus, TaskStore, tasks_of
 from ._tool import BoundTool, Tool, Verb
 
 __all__ = [
@@ -76,6 +73,7 @@ __all__ = [
     "INVALID_INPUT",
     "LOG_LEVELS",
     "MAX_COMPLETIONS",
+    "MAX_TTL",
     "SERVER_BUSY",
     "TIMEOUT",
     "UNKNOWN_TOOL",
@@ -85,14 +83,11 @@ __all__ = [
     "App",
     "AskField",
     "Audio",
-    "Backend",
     "BoundTool",
-    "BuilderFactory",
     "Call",
     "CallRequest",
     "CallResult",
     "CallStatus",
-    "Cancellable",
     "Catalog",
     "CatalogChange",
     "Completer",
@@ -100,7 +95,6 @@ __all__ = [
     "DeferToClient",
     "EmbeddedResource",
     "EngineStats",
-    "Event",
     "HandlerKind",
     "Image",
     "InputAction",
@@ -108,7 +102,6 @@ __all__ = [
     "InputQuestion",
     "InputRequest",
     "InputResponse",
-    "Interruptible",
     "LogEvent",
     "MemoryTaskStore",
     "Middleware",
@@ -117,11 +110,9 @@ __all__ = [
     "Presented",
     "ProgressEvent",
     "Prompt",
-    "ReadWatch",
     "Resource",
     "ResourceLink",
     "Respond",
-    "RichPresenter",
     "ScriptedAnswers",
     "SharedTasks",
     "Task",
@@ -137,12 +128,8 @@ __all__ = [
     "answer_limits",
     "ask",
     "complete",
-    "current_backend",
     "did_you_mean",
-    "enable_job_tools",
-    "fields_from_schema",
     "form_schema",
-    "gating_calls",
     "image_type",
     "input_response",
     "present",
@@ -151,8 +138,6 @@ __all__ = [
     "read_request_state",
     "require_input",
     "respond",
-    "spawn",
-    "task_owner",
     "tasks_of",
     "use_presenter",
     "validate_form",

@@ -29,6 +29,7 @@ from ._catalog import (
 )
 from ._channel import InputChannel, NoChannel, ScriptedAnswers
 from ._errors import ToolError, internal_error, new_error_id, unknown_tool
+from ._gate import Gate
 from ._interactive import InputRequest
 from ._middleware import Middleware
 from ._present import DEFAULT_LIMITS, AnswerLimits
@@ -143,6 +144,7 @@ class App:
         self._grace = grace
         self._max_rounds = max_rounds
         self._run_settings: RunSettings | None = None
+        self._gate: Gate | None = None
         #: who answers input requests when a call names no channel (none: fail fast)
         self.input_channel: InputChannel = input_channel or NoChannel()
         #: the builder factory: ``app.f.action("name")...handle(fn)``
@@ -167,6 +169,16 @@ class App:
     @grace.setter
     def grace(self, seconds: float) -> None:
         self._grace = seconds
+        self._run_settings = None
+
+    @property
+    def gate(self) -> Gate | None:
+        """The host's ``Gate`` that holds calls back while its own work runs (a person's cell); ``None``: none."""
+        return self._gate
+
+    @gate.setter
+    def gate(self, gate: Gate | None) -> None:
+        self._gate = gate
         self._run_settings = None
 
     @property
@@ -454,6 +466,7 @@ class App:
             max_rounds=self.max_rounds,
             register=self._register_call,
             forget=self._forget_call,
+            gate=self._gate,
         )
         return settings
 

@@ -13,7 +13,7 @@ from ._json_schema import SchemaInput, header_problem
 from ._middleware import Middleware
 from ._schema import _MISSING, InputFields, ToolInput, enum_annotation, strict_model
 from ._tasks import TaskOptions
-from ._tool import BoundTool, Tool, Verb
+from ._tool import VIEWS, VISIBILITIES, BoundTool, Tool, Verb
 
 if TYPE_CHECKING:
     from ._app import App
@@ -52,6 +52,8 @@ class ToolBuilder:
         self._concurrency: tuple[int, int] | None = None
         self._task: TaskOptions | None = None
         self._scopes: tuple[str, ...] = ()
+        self._view: str | None = None
+        self._visibility: tuple[str, ...] = VISIBILITIES
 
     @property
     def name(self) -> str:
@@ -235,6 +237,26 @@ class ToolBuilder:
         self._scopes = tuple(dict.fromkeys(names))
         return self
 
+    def app(self, view: str | None = None, *, visibility: Sequence[str] = VISIBILITIES) -> ToolBuilder:
+        """Show the result as an MCP App (``io.modelcontextprotocol/ui``) in hosts that render them.
+
+        ``view`` is a built-in view (``auto``, the default, picks by the value: a DataFrame as a
+        paged table, a figure as a zoomable image; ``table`` and ``image`` insist on one; ``plotly``
+        draws a plotly figure with plotly's own bundle, 4.8 MB for plotly 7.1; a ``.task()`` tool's
+        ``auto`` is ``job``: its progress, status and a Stop button while it runs, then its result). Clients
+        without the extension get the same content as without ``.app()``. ``visibility=["app"]``
+        makes an app-only tool: hidden from the model, refused when a client without apps calls it.
+        """
+        if view is not None and view not in VIEWS:
+            raise ValueError(f'tool "{self._name}": .app() takes one of the views {", ".join(VIEWS)}, not {view!r}')
+        chosen = tuple(dict.fromkeys(visibility)) if not isinstance(visibility, str) else (visibility,)
+        if not chosen or any(v not in VISIBILITIES for v in chosen):
+            raise ValueError(
+                f'tool "{self._name}": .app() visibility is a list of "model" and "app", not {visibility!r}'
+            )
+        self._view, self._visibility = view or "auto", chosen
+        return self
+
     def max_rounds(self, rounds: int) -> ToolBuilder:
         """The most input rounds one call may ask for (default: the app's ``max_rounds``)."""
         if rounds < 1:
@@ -278,6 +300,8 @@ class ToolBuilder:
             concurrency=self._concurrency,
             task=self._task,
             scopes=self._scopes,
+            view="job" if self._view == "auto" and self._task is not None else self._view,
+            visibility=self._visibility,
         )
         self._app.register(tool)
         return BoundTool(self._app, tool)

@@ -34,6 +34,7 @@ from ._errors import (
     refused_again,
 )
 from ._errors import rounds_exceeded as too_many_rounds
+from ._gate import Gate
 from ._handlers import HandlerKind, make_runner
 from ._interactive import (
     ACCEPT,
@@ -139,6 +140,9 @@ def handler_stage(tool: Tool, serializer: Slots | None) -> Stage:
         runner = current_runner.get()
         if serializer is not None and not runner.holds(serializer):  # once per call, not per round
             await runner.hold(serializer)
+            gate = runner.settings.gate  # a mutation passes the gate in its serializer's order
+            if gate is not None and gate.closed:
+                await gate.passage()
             ctx.signal.raise_if_aborted()
         return await run(ctx.input, ctx, runner.call.report, runner.in_thread)
 
@@ -156,6 +160,7 @@ class RunSettings:
     max_rounds: int
     register: Callable[[Call], None]  # (also tells the app's ``on_call`` listeners)
     forget: Callable[[Call], None]
+    gate: Gate | None = None  # the host's: calls wait before their body while its own work runs
 
 
 class Deferred(Exception):
@@ -353,6 +358,9 @@ class Runner:
         try:
             if self._turn is not None:
                 await self._wait_turn()
+            gate = self.settings.gate
+            if gate is not None and gate.closed and self.plan.serializer is None:
+                await gate.passage()  # (a mutation passes it behind its serializer: see ``handler_stage``)
             value = await self.body()
             if type(value) is InputRequest:
                 value = await self._pipeline(value)

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from ._app import App
 
 
+#: the built-in MCP Apps views a tool may name (``.app(view)``); ``auto`` picks by the value (``job`` for a task tool)
+VIEWS = ("auto", "table", "image", "plotly", "job")
+#: who may call a tool with a view: the model (the agent), the view itself (an app-only tool has only "app")
+VISIBILITIES = ("model", "app")
+
+
 class Verb(StrEnum):
     """What a tool does to the world: ``app.f.action``, ``app.f.query`` (read-only), ``app.f.mutation``."""
 
@@ -40,6 +46,8 @@ class Tool:
     ``async_gen``, ``sync`` or ``sync_gen``; ``concurrency`` is ``(max_active,
     max_queue)`` or ``None``; ``task`` says how it runs as a task (``None``: never);
     ``scopes`` are the OAuth scopes a caller's token needs (served with ``oauth=``);
+    ``view`` names the MCP Apps view its result is shown in (``None``: none) and
+    ``visibility`` who may call it (``"model"``, ``"app"``: an app-only tool has only the latter);
     ``inputs`` holds the input schema and, once a call needs it, the input model.
     Build tools with the builder (``app.f``), not by hand.
     """
@@ -59,6 +67,8 @@ class Tool:
     concurrency: tuple[int, int] | None = None
     task: TaskOptions | None = None
     scopes: tuple[str, ...] = ()
+    view: str | None = None
+    visibility: tuple[str, ...] = ("model", "app")
     kind: HandlerKind = field(init=False)
     input_schema: dict[str, Any] = field(init=False, repr=False)
     output_schema: dict[str, Any] | None = field(init=False, repr=False)

@@ -16,6 +16,7 @@ from .._lazy import lazy_attributes as _lazy_attributes
 if _TYPE_CHECKING:
     from .convert import tool_definition
     from .http import HttpApp, connect, http_app, tokens_from_env
+    from .jobs import enable_job_tools
     from .options import HttpOptions, OAuthSettings, ServerOptions
     from .server import FusionServer, RequestInfo, mcp_server
     from .stdio import serve_stdio
@@ -33,6 +34,7 @@ _HOMES = {
     "tokens_from_env": ".http",
     "serve_stdio": ".stdio",
     "tool_definition": ".convert",
+    "enable_job_tools": ".jobs",
 }
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "RequestInfo",
     "ServerOptions",
     "connect",
+    "enable_job_tools",
     "http_app",
     "mcp_server",
     "serve_stdio",

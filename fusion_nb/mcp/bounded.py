@@ -23,7 +23,7 @@ import math
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine import Backend, Cancellable, Interruptible, current_backend
+from ..engine.lowlevel import Backend, Cancellable, Interruptible, current_backend
 
 log = logging.getLogger("fusion_nb.http")
 

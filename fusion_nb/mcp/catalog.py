@@ -46,9 +46,9 @@ from ..engine import (
     complete,
     image_type,
     present,
-    spawn,
     with_input,
 )
+from ..engine.lowlevel import spawn
 from ._sdk import connection_of, on_connection_close
 from .changes import ToolsChangedNotifier
 from .elicitation import channel_for, input_required, is_modern, missing_capability, resumption
@@ -95,11 +95,13 @@ def serve_catalog(
     page_size: int = PAGE_SIZE,
     cursors: Cursors | None = None,
     stamp: Callable[[], dict[str, Any]] | None = None,
+    extra_resources: Callable[[], list[types.Resource]] | None = None,
 ) -> list[ListPages]:
     """Register ``resources/*`` and ``prompts/*`` on ``server`` for ``app.catalog``; list changes go out
     through ``notifier`` (2025 sessions and 2026 listen streams alike), as the tools' do.
 
     Returns the three lists' pages (``pages.ListPages``), for ``PageMiddleware`` to answer from.
+    ``extra_resources`` lists resources served elsewhere (the MCP Apps views' ``ui://`` pages).
     """
     catalog = app.catalog
     limits = limits or limits_for(app.answer_limits)
@@ -109,7 +111,7 @@ def serve_catalog(
         return [
             types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=r.mime_type)
             for r in catalog.resources
-        ]
+        ] + (extra_resources() if extra_resources is not None else [])
 
     def templates() -> list[types.ResourceTemplate]:
         return [

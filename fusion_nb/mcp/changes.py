@@ -29,7 +29,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 
-from ..engine import spawn
+from ..engine.lowlevel import spawn
 from ._sdk import connection_of, on_connection_close
 
 log = logging.getLogger("fusion_nb")

@@ -12,15 +12,16 @@ from typing import Any
 import mcp_types as types
 
 from ..engine import CallResult, Tool
-from ..engine._jobs import job_output_schema
+from .jobs import job_output_schema
 
 
-def tool_to_mcp(tool: Tool, *, jobs: bool = False) -> types.Tool:
+def tool_to_mcp(tool: Tool, *, jobs: bool = False, apps: bool = False) -> types.Tool:
     """The ``tools/list`` entry of ``tool``: schemas, description, annotations and task support.
 
     ``execution.taskSupport`` is set only for task tools (absent means "forbidden").
     With ``jobs`` (job tools on), a task tool's output schema also admits the
-    job-started answer, which such a tool gives a client without tasks.
+    job-started answer, which such a tool gives a client without tasks. With ``apps`` (a client
+    that declared MCP Apps) a tool with a view carries ``_meta.ui`` (``apps.tool_meta``).
     """
     output_schema = tool.output_schema
     if jobs and tool.task is not None and output_schema is not None:
@@ -34,7 +35,15 @@ def tool_to_mcp(tool: Tool, *, jobs: bool = False) -> types.Tool:
         output_schema=output_schema,
         annotations=annotations,
         execution=execution,
+        _meta={"ui": {"resourceUri": ui_uri(tool.view), "visibility": list(tool.visibility)}}
+        if apps and tool.view is not None
+        else None,
     )
+
+
+def ui_uri(view: str) -> str:
+    """The ``ui://`` resource of a built-in MCP Apps view (``fusion_nb.mcp.apps``)."""
+    return f"ui://fusion-nb/{view}.html"
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:

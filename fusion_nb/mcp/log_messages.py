@@ -19,7 +19,8 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types import LOG_LEVEL_META_KEY
 
-from ..engine import LOG_LEVELS, LogEvent, spawn
+from ..engine import LOG_LEVELS, LogEvent
+from ..engine.lowlevel import spawn
 from ._sdk import connection_of, on_connection_close
 
 log = logging.getLogger("fusion_nb")

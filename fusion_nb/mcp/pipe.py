@@ -67,7 +67,7 @@ from mcp_types import (
 )
 from pydantic_core import from_json
 
-from ..engine import Event, Interruptible, current_backend
+from ..engine.lowlevel import Event, Interruptible, current_backend
 from . import era
 from ._sdk import error_data_of
 from .back_channel import BackChannel, counting_ids, lookup, request_key

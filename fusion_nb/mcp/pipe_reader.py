@@ -20,7 +20,7 @@ import anyio
 import anyio.lowlevel
 from mcp_types import RequestId
 
-from ..engine import ReadWatch, current_backend
+from ..engine.lowlevel import ReadWatch, current_backend
 
 #: the longest line read as a message (bytes, newline excluded); a longer one is skipped and refused
 MAX_LINE_BYTES = 8 * 1024 * 1024

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from pydantic_core import PydanticSerializationError, to_json
 
-from ..engine import current_backend
+from ..engine.lowlevel import current_backend
 from .wire import preencoded, response_with
 
 #: bytes waiting for a client that does not read before writers (and the reader) wait

@@ -23,6 +23,7 @@ from mcp.server.models import InitializationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..engine import App, tasks_of
+from .apps import EXTENSION_ID, AppsMiddleware, Views, app_only
 from .catalog import serve_catalog
 from .changes import ToolsChangedNotifier
 from .convert import result_to_wire, tool_to_mcp
@@ -42,7 +43,7 @@ from .params_errors import ParamsInOneSentence
 from .progress import ProgressPump, wants_progress
 from .rich import install_default
 from .task_listen import TaskListenHandler
-from .tasks import TaskWire
+from .tasks import TaskWire, owner_of
 from .tasks import install as install_tasks
 
 if TYPE_CHECKING:
@@ -103,7 +104,9 @@ class RequestInfo:
 
 
 class FusionServer(Server[Any]):
-    """A low-level ``Server`` whose handshake declares ``listChanged`` for tools, resources and prompts.
+    """A low-level ``Server`` whose handshake declares ``listChanged`` for tools, resources and prompts,
+    and MCP Apps (``extensions`` on 2026-07-28, ``experimental`` on 2025-11-25, whose capabilities have no
+    ``extensions``).
 
     (The SDK derives capabilities from ``NotificationOptions`` passed at run time,
     and its in-memory and HTTP entries pass none.)
@@ -124,9 +127,9 @@ class FusionServer(Server[Any]):
     ) -> InitializationOptions:
         """The SDK's options, declaring ``listChanged`` for tools, resources and prompts unless told otherwise."""
         every = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
-        return super().create_initialization_options(
-            notification_options or every, experimental_capabilities, extensions
-        )
+        # (2025-11-25 capabilities carry no ``extensions``: MCP Apps is declared as experimental there too)
+        experimental = experimental_capabilities if experimental_capabilities is not None else {EXTENSION_ID: {}}
+        return super().create_initialization_options(notification_options or every, experimental, extensions)
 
 
 @with_options(ServerOptions)
@@ -152,7 +155,11 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
 
     def tools() -> list[types.Tool]:
         jobs = tasks_of(app).job_wait is not None  # job tools on: task tools may answer a job id
-        return [tool_to_mcp(tool, jobs=jobs) for tool in app.tools]
+        return [tool_to_mcp(tool, jobs=jobs) for tool in app.tools if not app_only(tool)]
+
+    def app_tools() -> list[types.Tool]:  # (a client that declared MCP Apps: views' tools and ``_meta.ui`` too)
+        jobs = tasks_of(app).job_wait is not None
+        return [tool_to_mcp(tool, jobs=jobs, apps=True) for tool in apps.listed(apps=True)]
 
     def stamp() -> dict[str, Any]:
         return server.server_info_stamp
@@ -160,6 +167,10 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     tool_pages = ListPages(
         "tools/list", types.ListToolsResult, "tools", tools, page_size=page_size, cursors=cursors, stamp=stamp
     )
+    app_tool_pages = ListPages(
+        "tools/list", types.ListToolsResult, "tools", app_tools, page_size=page_size, cursors=cursors, stamp=stamp
+    )
+    apps = AppsMiddleware(app, Views(), PageMiddleware([app_tool_pages]), owner_of)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         tool = app.get(name)
@@ -227,9 +238,10 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
             missing = missing_capability(result.error)
             if missing is not None:
                 raise missing
-        return result_to_wire(
+        wire = result_to_wire(
             result, has_output_schema=tool is not None and tool.output_schema is not None, modern=modern
         )
+        return apps.decorate(wire, result, ctx) if tool is not None and tool.view is not None else wire
 
     _quiet_malformed_notifications()
     server = FusionServer(
@@ -243,7 +255,8 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     # The SDK's defaults (OpenTelemetry spans) only when asked: a span per call.
     defaults = list(server.middleware) if options.telemetry else []
     boundary = state_boundary(app.name, keys=options.request_state_keys, ttl=options.request_state_ttl)
-    server.middleware = [*defaults, ParamsInOneSentence(), boundary]
+    server.middleware = [*defaults, ParamsInOneSentence(), boundary, apps]  # (apps: before tasks see a call)
+    server.extensions[EXTENSION_ID] = {}
     # (tasks' middleware innermost: task calls carry no request state); the heartbeat is read per call
     server.task_wire = task_wire = install_tasks(
         server, tasks_of(app), page_size=options.page_size or TASK_PAGE_SIZE, cursors=cursors
@@ -257,9 +270,12 @@ def server_for(app: App, options: ServerOptions, *, http_mode: str | None = None
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, log_levels.set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, notifier.on_initialized)
 
-    _listen_weakly(app, server, tool_pages.invalidate, notifier.changed)
-    # resources/* and prompts/* (their list changes through the same notifier)
-    catalog_pages = serve_catalog(server, app, notifier, page_size=page_size, cursors=cursors, stamp=stamp)
+    # resources/* and prompts/* (their list changes through the same notifier); the views' ui:// resources too
+    catalog_pages = serve_catalog(
+        server, app, notifier, page_size=page_size, cursors=cursors, stamp=stamp, extra_resources=apps.resources
+    )
+    lists = (tool_pages.invalidate, app_tool_pages.invalidate, catalog_pages[0].invalidate)
+    _listen_weakly(app, server, *lists, notifier.changed)
     server.middleware.append(PageMiddleware([tool_pages, *catalog_pages]))  # innermost: the lists' cached pages
     return server
 

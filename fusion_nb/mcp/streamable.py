@@ -68,7 +68,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..engine import current_backend
+from ..engine.lowlevel import current_backend
 from . import era
 from ._sdk import accepted_media
 from .back_channel import lookup, request_key

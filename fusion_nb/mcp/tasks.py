@@ -48,12 +48,12 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..engine import CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError, spawn
-from ..engine._jobs import started_content, started_sentence, task_owner
-from ..engine._tasks import MAX_TTL
+from ..engine import MAX_TTL, CallResult, InputRequest, InputResponse, Task, Tasks, TaskStatus, ToolError
+from ..engine.lowlevel import spawn
 from ._sdk import principal_of
 from .convert import result_to_wire
 from .elicitation import declared_modes, form_schema, mode_of, requires, resumption
+from .jobs import started_content, started_sentence, task_owner
 from .options import TASK_PAGE_SIZE
 from .pages import Cursors
 

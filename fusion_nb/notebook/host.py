@@ -63,10 +63,12 @@ from ..engine import (
     did_you_mean,
     use_presenter,
 )
+from ..engine.lowlevel import Gate
 from ..mcp.rich import Presenter
 from ..mcp.tasks import TASK_ORIGIN
 from .cell_compiler import python_name
 from .cell_tool import TOOL_CELL_PREFIX
+from .cells_first import close_gate_during_cells, quick_switch
 from .comm_status import install_comm_status
 from .interrupts import IdleInterrupts, wake_loop_on_signals
 from .pages import on_page_connected
@@ -146,6 +148,15 @@ class Host:
         if self.loop is not None:
             self.wake_signal = wake_loop_on_signals(self.loop)
             self.interrupts = IdleInterrupts(app, self.loop)
+        # cells first: agents' calls wait before their bodies while a cell executes (a bounded share passes)
+        self.gate: Gate | None = None
+        self._undo_gate: Callable[[], None] | None = None
+        self._undo_switch: Callable[[], None] = _nothing  # the quicker GIL hand-over while serving (cells_first)
+        if self.kernel is not None and self.loop is not None:
+            self.gate = Gate(applies=self._held_back)
+            self._undo_gate = close_gate_during_cells(self.kernel, self.gate, self.loop)
+            if self._undo_gate is not None:
+                app.gate = self.gate
         # typing into a form while its cell awaits: every keystroke must reach the kernel
         self._undo_comm_status = install_comm_status(self.kernel, lambda: self.cell_running) if self.kernel else None
         # what the notebook would show, the agent gets: IPython's formatters (a type registered only here too)
@@ -240,6 +251,10 @@ class Host:
             except Exception:
                 pass
         return "client"
+
+    def _held_back(self) -> bool:
+        """Whether the gate holds this call while a cell runs: not the cell's own, nor a widget's."""
+        return self._origin() not in ("cell", "widget")
 
     def _call_started(self, call: Call) -> None:
         if self.in_running_cell():
@@ -493,6 +508,8 @@ class Host:
             raise UsageError(f"%fusion serve: cannot listen on {host}:{port}: {failed.strerror or failed}") from None
         if notebook is not None:
             wiring.save(wiring.Wiring(notebook, self.server.port, self.server.token, serving=True, pid=os.getpid()))
+        if self._undo_gate is not None:
+            self._undo_switch = quick_switch()  # a cell's messages cross threads: the GIL passes in 0.5 ms
         self._notebook = notebook
         print(self.server.snippets(hide_token=hide_token))
         route = None
@@ -537,6 +554,8 @@ class Host:
             if removed is not None:
                 print(f"Removed from jupyter-ai's MCP settings ({removed}).")
         self.server = None
+        self._undo_switch()
+        self._undo_switch = _nothing
         self._close_panel()
         return None
 
@@ -636,6 +655,11 @@ class Host:
         self._undo_shown_crashes()
         if self._undo_comm_status is not None:
             self._undo_comm_status()
+        self._undo_switch()
+        if self._undo_gate is not None:
+            self._undo_gate()
+            if self.app.gate is self.gate:
+                self.app.gate = None
         self.traffic.close()
         self.shell.events.unregister("pre_execute", self._cell_started)
         self.shell.events.unregister("post_execute", self._cell_finished)

@@ -13,7 +13,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
-from ..engine import ToolBuilder, did_you_mean, enable_job_tools
+from ..engine import ToolBuilder, did_you_mean
+from ..mcp import enable_job_tools
 from .cell_compiler import compile_handler, fusion_names, python_name, register_source
 from .cell_tool import TOOL_CELL_PREFIX, CellTool
 from .tasks_view import TasksView

@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from fusion_nb.engine import Interruptible, current_backend
+from fusion_nb.engine.lowlevel import Interruptible, current_backend
 
 pytestmark = pytest.mark.anyio
 

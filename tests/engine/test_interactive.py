@@ -17,10 +17,10 @@ from fusion_nb.engine import (
     INVALID_INPUT,
     DeferToClient,
     InputChannel,
-    fields_from_schema,
     form_schema,
     validate_form,
 )
+from fusion_nb.engine._ask import fields_from_schema  # (the engine's own: a schema read back as fields)
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from http_serving import serve
 from pydantic import BaseModel
 
 from fusion_nb import Fusion, progress, respond
-from fusion_nb.engine import enable_job_tools, tasks_of
-from fusion_nb.mcp import mcp_server
+from fusion_nb.engine import tasks_of
+from fusion_nb.mcp import enable_job_tools, mcp_server
 
 pytestmark = pytest.mark.anyio
 

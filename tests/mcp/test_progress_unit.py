@@ -77,9 +77,9 @@ async def test_a_pump_is_wanted_only_when_the_request_asks_for_progress(app_prob
 
 async def test_telemetry_middleware_is_off_unless_asked_for(app_probe):
     app, _ = app_probe
-    # params refusals in one sentence (issue 27) outermost of fusion-nb's; then tasks (issue 25); the
-    # cached list pages (issue 51) innermost
-    state = ["ParamsInOneSentence", "FusionRequestStateBoundary", "TaskWire", "PageMiddleware"]
+    # params refusals in one sentence (issue 27) outermost of fusion-nb's; MCP Apps before tasks see a
+    # call (issue 49); then tasks (issue 25); the cached list pages (issue 51) innermost
+    state = ["ParamsInOneSentence", "FusionRequestStateBoundary", "AppsMiddleware", "TaskWire", "PageMiddleware"]
     assert [type(m).__name__ for m in mcp_server(app).middleware] == state
     assert [type(m).__name__ for m in mcp_server(app, telemetry=True).middleware] == ["OpenTelemetryMiddleware", *state]
 

@@ -51,7 +51,7 @@ async def test_without_a_widget_frontend_input_fails_fast(kernel):
     cell = await kernel.run(
         "import os\nos.environ['FUSION_NB_WIDGETS'] = '0'\nawait billing_refund(id='inv-9')", ok=False
     )
-    assert cell.error["ename"] == "ToolError" and "ELICITATION_UNSUPPORTED" in cell.error["evalue"]
+    assert cell.error["ename"] == "NoWayToAsk" and "ELICITATION_UNSUPPORTED" in cell.error["evalue"]  # (a ToolError)
 
 
 NAIVE = '''%%fusion_tool f.action("onboard")

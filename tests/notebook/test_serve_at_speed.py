@@ -127,3 +127,55 @@ async def test_served_sync_calls_reuse_worker_threads_and_sys_exit_fails_only_it
     lines = served.stderr.splitlines()
     assert 1 <= len(lines) < 20 and "tool exits" in lines[0] and "SystemExit" in lines[0], lines
     await kernel.run("%fusion stop")
+
+
+ORDER_TOOL = """
+import asyncio, fusion_nb
+from fusion_nb.notebook import current_host
+order = []
+
+@fusion_nb.default_app.f.query("stamp").handle
+async def stamp(input, ctx):
+    return " / ".join(order) or "nothing yet"
+
+fusion_nb.default_app.gate.interval = 3600.0  # no share while a cell runs: only its end lets a held call through
+"""
+
+HELD_CELL = """
+order.append("cell {n} starts")
+print("started", flush=True)
+while fusion_nb.default_app.gate.waiting < 1:  # the agent's call has arrived, and waits
+    await asyncio.sleep(0.01)
+print(current_host().panel.summary(), flush=True)
+{rest}
+"""
+
+
+async def test_a_served_call_waiting_behind_a_cell_completes_after_it_even_when_it_is_interrupted(kernel):
+    _, url, token = await serve_shout(kernel)
+    await kernel.run(ORDER_TOOL)
+    async with connect(url, token, mode="auto") as client:
+        for n, rest in enumerate(('order.append("cell 0 ends")', "await asyncio.Event().wait()  # until interrupted")):
+            cell = kernel.submit(HELD_CELL.format(n=n, rest=rest))
+            await kernel.wait_until(lambda cell=cell: "started" in cell.stdout, 30, "the cell to start")
+            async with anyio.create_task_group() as group:
+                answer = {}
+
+                async def agent(answer=answer) -> None:
+                    answer["text"] = (await client.call_tool("stamp", {})).content[0].text
+
+                group.start_soon(agent)
+                await kernel.wait_until(lambda cell=cell: "waiting on the running cell" in cell.stdout, 30, "held")
+                assert "1 call waiting on the running cell" in cell.stdout, cell.stdout
+                assert answer == {}  # held while the cell runs
+                if n == 1:
+                    await kernel.interrupt()
+            await kernel.finished(cell)
+            if n == 0:
+                assert cell.status == "ok" and answer["text"] == "cell 0 starts / cell 0 ends", answer
+            else:  # interrupted: the cell ends, the held call is not lost
+                assert cell.status == "error" and answer["text"].endswith("cell 1 starts"), answer
+    switch = "import sys\nprint(sys.getswitchinterval())"
+    assert (await kernel.run(switch)).stdout.strip() == "0.0005"  # serving: a cell's messages cross threads quickly
+    await kernel.run("%fusion stop")
+    assert (await kernel.run(switch)).stdout.strip() == "0.005"  # Python's default again

@@ -22,8 +22,8 @@ from tasks_client import DetailedTask, listen_request
 from tasks_client import Tasks as TasksExtension
 
 from fusion_nb import Fusion, ask, progress, read_input, require_input, respond
-from fusion_nb.engine import InputResponse, TaskStatus, ToolError, enable_job_tools, tasks_of
-from fusion_nb.mcp import mcp_server
+from fusion_nb.engine import InputResponse, TaskStatus, ToolError, tasks_of
+from fusion_nb.mcp import enable_job_tools, mcp_server
 from fusion_nb.mcp.tasks import detailed_task
 from fusion_nb.redis_tasks import STOPPED, share_tasks, shown_url
 

@@ -8,6 +8,7 @@ model, layouts and styles included) and state messages by ``Widget.send_state``.
 from __future__ import annotations
 
 import json
+import time
 import warnings
 
 import anyio
@@ -18,6 +19,7 @@ from widget_helpers import until
 
 from fusion_nb import ask, progress, read_input, require_input
 from fusion_nb.engine import DeferToClient, InputResponse
+from fusion_nb.engine.lowlevel import Gate
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -296,3 +298,35 @@ PNG_1X1 = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d49444154789c6360000002000005000100f8b6f80e0000000049454e44ae426082"
 )
+
+
+async def test_the_summary_says_how_many_calls_wait_on_the_running_cell(tools):
+    gate = tools.gate = Gate(interval=3600)  # only opening lets them through
+    panel = ActivityPanel(tools)
+    try:
+        assert "waiting on the running cell" not in panel.summary()
+        gate.close()  # a cell starts
+        calls = [tools.start("add", {"a": n, "b": 1}) for n in range(3)]
+        await anyio.wait_all_tasks_blocked()
+        assert panel.summary().endswith(" · 3 calls waiting on the running cell"), panel.summary()
+        gate.open()  # it ends: they run, in order
+        assert [(await call.wait()).value for call in calls] == [1, 2, 3]
+        assert "waiting on the running cell" not in panel.summary()
+        assert panel.summary().startswith("3 calls in the last minute, 0 failed")
+    finally:
+        panel.close()
+
+
+async def test_the_summary_window_holds_a_count_per_second_not_an_entry_per_call(tools):
+    """At 2,000 calls/s a tuple per call held ~10 MiB, and a served kernel's RSS followed the peak rate."""
+    panel = ActivityPanel(tools)
+    try:
+        first = int(time.monotonic())
+        for n in range(2000):
+            await tools.call("add", {"a": n, "b": 0})
+        last = int(time.monotonic())
+        assert len(panel.ended) <= last - first + 1, len(panel.ended)
+        assert sum(bucket[1] for bucket in panel.ended) == 2000
+        assert panel.summary().startswith("2000 calls in the last minute, 0 failed")
+    finally:
+        panel.close()

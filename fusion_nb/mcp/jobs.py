@@ -7,24 +7,20 @@ the agent what to call next; ``jobs.wait(job_id)`` returns the result, or the st
 after at most ``wait`` seconds (under any host's timeout), and ``jobs.cancel(job_id)``
 aborts it. A job is a task: same store, same owners, same bounds, same cancel.
 
-The owner of a call is what the transport put in ``task_owner`` (the MCP layer sets
-the token's client id for every ``tools/call``), so one client's job ids mean
-nothing to another.
+The owner of a call is what ``task_owner`` holds (``mcp.tasks`` sets the token's client
+id for every ``tools/call``), so one client's job ids mean nothing to another. The
+engine knows nothing of jobs: they are this adapter's wording of its tasks for MCP hosts.
 """
 
 from __future__ import annotations
 
 import contextvars
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from ._errors import INVALID_INPUT, ToolError
-from ._tasks import Task, TaskStatus, tasks_of
-
-if TYPE_CHECKING:
-    from ._app import App
+from ..engine import INVALID_INPUT, App, Task, TaskStatus, ToolError, tasks_of
 
 #: the client a call is made for, as the transport knows it (``None``: the one anonymous client)
 task_owner: contextvars.ContextVar[Hashable] = contextvars.ContextVar("fusion_nb_task_owner", default=None)
