@@ -19,7 +19,7 @@ the handler, and shapes the result. What is here is the pipe:
   bounded (``max_line_bytes``): a longer one is skipped as it streams in and
   answered with one error line (for its id, when its first or last bytes name one);
 * writes go out on the loop, in order, straight to the descriptor; when the client
-  does not read and more than ``_HIGH_WATER`` bytes wait, writers and the reader wait
+  does not read and more than ``pipe_writer.HIGH_WATER`` bytes wait, writers and the reader wait
   (what waits is then that plus the answers of the calls already running); a client
   that has gone away (a broken pipe), or that closed our input and takes nothing
   more (MCP's stdio shutdown with answers unread), ends the connection;
@@ -43,12 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import select
-import stat
-import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -56,45 +51,36 @@ import anyio.lowlevel
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded
-from mcp.shared.dispatcher import CallOptions, coerce_request_id
-from mcp.shared.exceptions import MCPError, NoBackChannelError
-from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import (
     cancelled_request_id_from_params,
     handler_exception_to_error_data,
-    progress_token_from_params,
 )
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     CONNECTION_CLOSED,
     INVALID_REQUEST,
     PARSE_ERROR,
-    PROTOCOL_VERSION_META_KEY,
-    REQUEST_TIMEOUT,
-    UNSUPPORTED_PROTOCOL_VERSION,
     ErrorData,
     RequestId,
 )
-from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
-from pydantic_core import PydanticSerializationError, from_json, to_json
+from pydantic_core import from_json
 
-from ..engine.lowlevel import Event, Interruptible, ReadWatch, current_backend
+from ..engine.lowlevel import Event, Interruptible, current_backend
+from . import era
 from ._sdk import error_data_of
+from .back_channel import BackChannel, counting_ids, lookup, request_key
 from .ending import CONNECTION_ENDED, client_cancelled, serving
+from .exchange_core import Exchange, Move, acknowledged
 from .options import ANSWER_TIMEOUT
-from .wire import preencoded, response_with
+from .pipe_reader import MAX_LINE_BYTES, SURROGATE_ESCAPE, LineReader, Oversized, loads_leniently, unreadable, watchable
+from .pipe_writer import PipeWriter, answer_line, encode_line, without_surrogates
 
 log = logging.getLogger(__name__)
 
-#: the longest line read as a message (bytes, newline excluded); a longer one is skipped and refused
-MAX_LINE_BYTES = 8 * 1024 * 1024
 #: calls running at once on one connection; one more is refused at once (never queued unboundedly)
 MAX_IN_FLIGHT = 4096
-#: bytes waiting for a client that does not read before writers (and the reader) wait
-_HIGH_WATER = 1 << 20
-_CHUNK = 1 << 16
-#: how much of an oversized line's start and end is kept to find its id
-_EDGE = 512
 #: the bound on a last write (an answer to a call the end of input cancelled) to a peer that may not read
 _FINAL_WRITE_TIMEOUT = 1.0
 #: how long the end of the connection waits for cancelled calls to finish their cleanup
@@ -103,399 +89,6 @@ _SERVER_BUSY = -32000
 _CLOSED = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
 _TRANSPORT = TransportContext(kind="stdio", can_send_request=True)
 _MODERN_TRANSPORT = TransportContext(kind="stdio", can_send_request=False)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_ID = rb'(-?[0-9]{1,20}|"(?:[^"\\]|\\.){0,200}")'
-_ID_AT_START = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
-_ID_AT_END = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*$")
-
-
-class Oversized:
-    """A line longer than the limit, skipped as it streamed in: its length and its edges (to find its id)."""
-
-    __slots__ = ("head", "size", "tail")
-
-    def __init__(self, head: bytes) -> None:
-        self.head = head
-        self.tail = b""
-        self.size = 0
-
-    def request_id(self) -> RequestId | None:
-        """The id the line's first or last bytes name as the message's own, if any."""
-        for pattern, edge in ((_ID_AT_START, self.head), (_ID_AT_END, self.tail)):
-            found = pattern.search(edge)
-            if found is not None:
-                try:
-                    value = json.loads(found.group(1))
-                except ValueError:
-                    continue
-                return value if isinstance(value, str | int) else None
-        return None
-
-
-def watchable(fd: int) -> bool:
-    """Whether the event loop can wait for ``fd`` (a pipe, a socket, a terminal).
-
-    What it cannot (epoll refuses them: a regular file, ``/dev/null`` and other
-    devices that are no terminal, as a service manager or ``< /dev/null`` hands
-    over) never makes a read or a write wait: those are done as they are.
-    """
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
-
-
-class LineReader:
-    """Lines of at most ``limit`` bytes from a descriptor, read on the event loop.
-
-    A pipe or terminal is read non-blocking (waiting for readiness, cancellable at
-    any time); what the loop cannot watch (a regular file, ``/dev/null``) is read
-    as it is (it never blocks), with a checkpoint per chunk. A line longer than
-    ``limit`` comes back as ``Oversized`` once its end arrives, having held at most
-    ``limit`` bytes plus one chunk.
-
-    ``next`` waits for a line; ``take`` and ``read_nowait`` are the same steps
-    without waiting, for a reader the loop calls when the descriptor is readable
-    (``call_when_readable``).
-    """
-
-    def __init__(self, fd: int, limit: int = MAX_LINE_BYTES, *, watch: bool = True) -> None:
-        self.fd = fd
-        self.watch = watch  # keep the descriptor watched between reads (``close`` stops it)
-        self.limit = limit
-        self._buffer = bytearray()
-        self._scanned = 0
-        self._eof = False
-        self._oversized: Oversized | None = None
-        self._never_waits = not watchable(fd)
-        self._watch: ReadWatch | None = None
-        self._drained = False  # the last read took less than asked: the pipe was empty then
-
-    @property
-    def buffered(self) -> int:
-        """Bytes read and held (at most ``limit`` plus one chunk)."""
-        return len(self._buffer)
-
-    @property
-    def ended(self) -> bool:
-        """Whether the input has ended and every line of it has been taken."""
-        return self._eof and not self._buffer and self._oversized is None
-
-    async def next(self) -> bytes | Oversized | None:
-        """The next line (newline removed), an ``Oversized`` one, or ``None`` at end of input."""
-        while (line := self.take()) is None:
-            if self._eof:
-                return None
-            await self.fill()
-        return line
-
-    def take(self) -> bytes | Oversized | None:
-        """The next line read whole (at end of input, what is left), or ``None`` until more is read."""
-        buffer = self._buffer
-        end = buffer.find(b"\n", self._scanned)
-        if end >= 0:
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            self._scanned = 0
-            if self._oversized is None and end <= self.limit:
-                return line
-            return self._finish_oversized(line)
-        if self._oversized is not None:
-            self._skip(buffer)
-        elif len(buffer) > self.limit:
-            self._oversized = Oversized(bytes(buffer[:_EDGE]))
-            self._skip(buffer)
-        else:
-            self._scanned = len(buffer)
-        if self._eof:
-            if self._oversized is not None:
-                return self._finish_oversized(b"")
-            if buffer:
-                line = bytes(buffer)
-                buffer.clear()
-                return line
-        return None
-
-    async def fill(self) -> None:
-        """Read once more (at least one byte, or the end of input), waiting for the descriptor."""
-        if self._drained and not self._never_waits:
-            await self._readable()  # a read now would most likely only say "nothing yet": wait for the peer first
-        elif self.read_nowait():  # a regular file never blocks; a pipe just read in full may hold more
-            await anyio.lowlevel.checkpoint()  # a peer writing faster than it is read takes no more than its turn
-            return
-        while not self.read_nowait():
-            await self._readable()
-
-    def read_nowait(self) -> bool:
-        """Read what the descriptor holds now; ``False`` when it holds nothing yet (the readiness was stale)."""
-        try:
-            chunk = os.read(self.fd, _CHUNK)
-        except BlockingIOError:
-            return False
-        except (ConnectionResetError, BrokenPipeError):
-            chunk = b""
-        self._drained = len(chunk) < _CHUNK
-        if chunk:
-            self._buffer += chunk
-        else:
-            self._eof = True
-        return True
-
-    def hung_up(self) -> bool:
-        """Whether the peer has closed its end of a pipe (or terminal), lines it wrote before maybe still unread.
-
-        Asked without reading (``poll`` reports the hang-up whatever the pipe holds),
-        for a reader that is not reading: one that waits for a client behind.
-        """
-        if self._never_waits:
-            return False
-        poller = select.poll()
-        poller.register(self.fd, select.POLLIN)
-        return any(events & select.POLLHUP for _, events in poller.poll(0))
-
-    def call_when_readable(self, callback: Callable[[], None]) -> bool:
-        """Have the loop run ``callback()`` while the descriptor is readable, until ``pause`` (see ``ReadWatch``).
-
-        ``False`` where it cannot (trio, a regular file, an unwatched reader): ``fill`` instead.
-        """
-        if self._never_waits or not self.watch:
-            return False
-        return self._watched().call_when_readable(callback)
-
-    def pause(self) -> None:
-        """Stop the ``call_when_readable`` callback."""
-        if self._watch is not None:
-            self._watch.pause()
-
-    async def _readable(self) -> None:
-        """Wait until the descriptor is readable (the loop keeps watching it from the first wait to ``close``)."""
-        if not self.watch:
-            await anyio.wait_readable(self.fd)
-            return
-        await self._watched().wait()
-
-    def _watched(self) -> ReadWatch:
-        if self._watch is None:
-            self._watch = current_backend().watch_readable(self.fd)
-        return self._watch
-
-    def close(self) -> None:
-        """Stop watching the descriptor (it stays open: it is not the reader's to close)."""
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-
-    def _skip(self, buffer: bytearray) -> None:
-        assert self._oversized is not None
-        self._oversized.size += len(buffer)
-        self._oversized.tail = (self._oversized.tail + bytes(buffer))[-_EDGE:]
-        buffer.clear()
-        self._scanned = 0
-
-    def _finish_oversized(self, rest: bytes) -> Oversized:
-        oversized = self._oversized or Oversized(rest[:_EDGE])
-        self._oversized = None
-        oversized.size += len(rest)
-        oversized.tail = (oversized.tail + rest)[-_EDGE:]
-        return oversized
-
-
-class PipeWriter:
-    """Whole lines written to a descriptor in order, on the event loop.
-
-    The first line of a loop turn goes straight to ``os.write``; lines written later
-    in the same turn (the answers of calls that ended together) wait and go out in
-    one write as the turn ends: a burst costs the server and the client one system
-    call and one wake-up instead of one per line, and a lone answer is not delayed
-    (``benchmarks/stdio.py`` measures both). A line written with ``gather=False``
-    (the answer of the only call running, with no line read and still unserved:
-    nothing else can end in its turn) goes out without arming the turn's end, which
-    would cost the loop one more turn. What the pipe does not take waits here and
-    ``run`` (the connection's flusher) writes it as the pipe drains. ``write``
-    waits while more than ``_HIGH_WATER`` bytes wait. A broken pipe (the client
-    closed its end) calls ``on_gone`` once; later writes are dropped.
-    """
-
-    def __init__(self, fd: int, on_gone: Callable[[], None]) -> None:
-        self.fd = fd
-        self.gone = False
-        self.released = False  # the connection ended: nobody waits for room any more (``drain`` bounds the rest)
-        self._on_gone = on_gone
-        self._pending = bytearray()
-        self.flushed = 0  # bytes that went out after waiting (what a client behind took)
-        self._in_turn = False  # a line went out this loop turn: the next ones wait for its end
-        self._blocked = False  # the pipe is full: ``run`` writes once it is writable
-        self._work = anyio.Event()
-        self._room: anyio.Event | None = None
-        self._drained: anyio.Event | None = None
-
-    @property
-    def waiting(self) -> int:
-        """Bytes written but not yet taken by the pipe."""
-        return len(self._pending)
-
-    @property
-    def backed_up(self) -> bool:
-        """Whether the client is behind: more than ``_HIGH_WATER`` bytes wait for it."""
-        return len(self._pending) > _HIGH_WATER
-
-    def write_nowait(self, line: bytes, *, gather: bool = True) -> None:
-        """Queue ``line`` (ending in a newline) after every line written before it; never waits.
-
-        ``gather=False``: no other line is expected in this loop turn (see the class).
-        """
-        if self.gone:
-            return
-        if self._pending or self._in_turn:
-            self._pending += line  # out at the turn's end, or by ``run`` once the pipe drains
-            return
-        try:
-            written = os.write(self.fd, line)
-        except BlockingIOError:
-            written = 0
-        except (BrokenPipeError, ConnectionResetError):
-            self._broke()
-            return
-        if gather:
-            self._in_turn = True
-            current_backend().call_soon(self._end_turn)
-        if written < len(line):
-            self._pending += line[written:]
-            self._block()
-
-    async def write(self, line: bytes, *, gather: bool = True) -> None:
-        """``write_nowait``, then wait while the client is behind."""
-        self.write_nowait(line, gather=gather)
-        if self._pending:
-            await self.wait_for_room()
-
-    async def drain(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) until every queued line has been written."""
-        with anyio.move_on_after(timeout, shield=True):
-            while self._pending and not self.gone:
-                if self._drained is None:
-                    self._drained = anyio.Event()
-                await self._drained.wait()
-
-    async def wait_for_room(self) -> None:
-        """Return once no more than ``_HIGH_WATER`` bytes wait (at once if the client keeps up; after ``release``)."""
-        while self.backed_up and not self.gone and not self.released:
-            if self._room is None:
-                self._room = anyio.Event()
-            await self._room.wait()
-
-    async def run(self) -> None:
-        """Write what waits as the pipe takes it, until the connection ends."""
-        while not self.gone:
-            await self._work.wait()
-            self._work = anyio.Event()
-            while self._blocked and not self.gone:
-                await anyio.wait_writable(self.fd)
-                self._blocked = False
-                self._flush()
-
-    def release(self) -> None:
-        """The connection has ended: writers waiting for room go on (what they queued waits for ``drain``)."""
-        self.released = True
-        self._wake()
-
-    def _end_turn(self) -> None:
-        """The loop turn that wrote a line has ended: what the turn's other lines queued goes out at once."""
-        self._in_turn = False
-        if self._pending and not self._blocked and not self.gone:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Write what waits (the pipe is writable or may be); what it does not take waits for ``run``."""
-        try:
-            written = os.write(self.fd, self._pending)
-        except BlockingIOError:
-            written = 0
-        except (BrokenPipeError, ConnectionResetError):
-            self._broke()
-            return
-        del self._pending[:written]
-        self.flushed += written
-        if self._pending:
-            self._block()
-        if not self.backed_up:
-            self._wake()
-        if not self._pending and self._drained is not None:
-            self._drained.set()
-            self._drained = None
-
-    def _block(self) -> None:
-        self._blocked = True
-        self._work.set()
-
-    def _broke(self) -> None:
-        if not self.gone:
-            self.gone = True
-            self._pending.clear()
-            self._wake()
-            self._work.set()
-            if self._drained is not None:
-                self._drained.set()
-            self._on_gone()
-
-    def _wake(self) -> None:
-        if self._room is not None:
-            self._room.set()
-            self._room = None
-
-
-def _encode(message: Mapping[str, Any]) -> bytes:
-    """One message as a line of UTF-8 JSON; lone surrogates (UTF-8 cannot carry them) become U+FFFD.
-
-    pydantic-core writes it, as the SDK's own transports do: quicker than ``json.dumps``
-    (whose keyword arguments build an encoder per call), and NaN or infinity, which
-    JSON has none of, as ``null`` (never a bare ``NaN`` no client can parse).
-    """
-    try:
-        return to_json(message, inf_nan_mode="null") + b"\n"
-    except PydanticSerializationError:  # a lone surrogate (or what is not JSON data at all)
-        return to_json(without_surrogates(message), inf_nan_mode="null") + b"\n"
-
-
-def _answer_line(method: str, answer: dict[str, Any]) -> bytes:
-    """``answer``'s line; a list page's result is written from the bytes it was encoded to once (``pages``)."""
-    result = answer.get("result")
-    if result is not None and method.endswith("/list"):
-        body = preencoded(result, ascii=False)
-        if body is not None:
-            return response_with(answer["id"], body, ascii=False) + b"\n"
-    return _encode(answer)
-
-
-def without_surrogates(value: Any) -> Any:
-    """``value`` (JSON data) with every lone surrogate in its strings replaced by U+FFFD.
-
-    A walk with a stack of its own, not recursion: a message nests as deep as its
-    sender likes (a parser's limit is far above Python's recursion limit).
-    """
-    copies: list[tuple[Any, Any]] = []
-    root = _shell(value, copies)
-    while copies:
-        source, copy = copies.pop()
-        if type(copy) is dict:
-            for key, inner in source.items():
-                copy[_replaced(key) if isinstance(key, str) else key] = _shell(inner, copies)
-        else:
-            copy.extend(_shell(inner, copies) for inner in source)
-    return root
-
-
-def _shell(value: Any, copies: list[tuple[Any, Any]]) -> Any:
-    """A string made safe, an empty copy of a container (filled later, from ``copies``), anything else as is."""
-    if isinstance(value, str):
-        return _replaced(value)
-    if isinstance(value, dict | list):
-        copy: Any = {} if isinstance(value, dict) else []
-        copies.append((value, copy))
-        return copy
-    return value
-
-
-def _replaced(text: str) -> str:
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _error(request_id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -513,44 +106,19 @@ def _is_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
-def _has_modern_envelope(params: Any) -> bool:
-    """Whether ``params._meta`` carries the 2026-07-28 protocol-version key (what fixes a stream's era)."""
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+class _Call:
+    """One running request: its exchange (the SDK's dispatch context), and how the reader ends its task.
 
-
-class Exchange:
-    """The SDK's ``DispatchContext`` for one request on the pipe: what the call sends goes out on it.
-
-    ``modern`` requests (2026-07-28) may notify but not ask the client (that era
-    forbids server-to-client requests). Once the call has settled, the exchange is
-    closed: late notifications are dropped, questions refused.
+    ``stop`` may come before the call's task has begun (the end of input, a cancel in
+    the chunk that brought the request): ``stopped`` tells the task as it begins.
     """
 
-    __slots__ = (
-        "_cancel_requested",
-        "_cut",
-        "closed",
-        "connection",
-        "modern",
-        "progress_token",
-        "request_id",
-        "stopped",
-        "why",
-    )
+    __slots__ = ("_cut", "exchange", "stopped")
 
-    message_metadata = None
-
-    def __init__(self, connection: PipeConnection, request_id: RequestId | None, params: Any, *, modern: bool) -> None:
-        self.connection = connection
-        self.request_id = request_id
-        self.modern = modern
-        self.progress_token = progress_token_from_params(params)
-        self.closed = False
-        self.stopped = False  # ``stop`` was called (maybe before the call's task began)
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.stopped = False
         self._cut: Interruptible | None = None
-        self._cancel_requested: anyio.Event | None = None
-        self.why: str | None = None  # why ``stop`` ended the call (see ``ending``)
 
     def interruptible(self) -> Interruptible:
         """What the call's own task runs in: ``stop`` from elsewhere ends it (made in that task)."""
@@ -559,54 +127,10 @@ class Exchange:
 
     def stop(self, because: str) -> None:
         """End the call from the reader or the connection's end (its task may not have begun yet)."""
-        if self.why is None:
-            self.why = because
+        self.exchange.ending(because)
         self.stopped = True
         if self._cut is not None:
             self._cut.cancel()
-
-    def ended_because(self) -> str | None:
-        return self.why
-
-    @property
-    def transport(self) -> TransportContext:
-        return _MODERN_TRANSPORT if self.modern else _TRANSPORT
-
-    @property
-    def can_send_request(self) -> bool:
-        return not self.modern and not self.closed and self.request_id is not None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        """Set when the client sends ``notifications/cancelled`` for this request."""
-        if self._cancel_requested is None:
-            self._cancel_requested = anyio.Event()
-        return self._cancel_requested
-
-    @property
-    def cancelled_by_client(self) -> bool:
-        return self._cancel_requested is not None and self._cancel_requested.is_set()
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        """A notification about this request (dropped once it has settled)."""
-        if not self.closed:
-            await self.connection.notify(method, params, opts)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """``notifications/progress`` for this request, when the client sent a progress token."""
-        if self.progress_token is not None and not self.closed:
-            given = {key: value for key, value in (("total", total), ("message", message)) if value is not None}
-            await self.connection.notify(
-                "notifications/progress", {"progressToken": self.progress_token, "progress": progress, **given}
-            )
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        """Ask the client (2025 era, while the call runs); the answer comes back on the pipe."""
-        if not self.can_send_request:
-            raise NoBackChannelError(method)
-        return await self.connection.send_raw_request(method, params, opts)
 
 
 class PipeConnection:
@@ -630,19 +154,16 @@ class PipeConnection:
         self.server = server
         self.lifespan_state = lifespan_state
         self.max_in_flight = max_in_flight
-        #: how long a question to the client waits (``None``: for ever); before, a stdio one waited for ever
-        self.answer_timeout = answer_timeout
+        #: the questions asked of the client (each waits ``answer_timeout``; ``None``: for ever)
+        self.questions = BackChannel(answer_timeout, counting_ids())
         self.reader = LineReader(read_fd, max_line_bytes)
         self.writer = PipeWriter(write_fd, self._client_gone)
         self.modern: bool | None = None  # fixed by the first request
         self.connection: Connection | None = None  # the 2025 era's one connection
         self.runner: ServerRunner[Any] | None = None
         self.client_gone = False  # the client stopped reading (a broken pipe)
-        self._calls: dict[RequestId, Exchange] = {}
-        self._asked: dict[RequestId, anyio.Event] = {}  # server-to-client requests waiting for their answer
-        self._answers: dict[RequestId, dict[str, Any] | ErrorData] = {}
+        self._calls: dict[RequestId, _Call] = {}
         self._lead: list[dict[str, Any]] = []  # notifications before the first request (the SDK replays 8)
-        self._next_id = 0
         self._running = 0
         self._idle: anyio.Event | None = None
         self._scope = anyio.CancelScope()
@@ -659,7 +180,7 @@ class PipeConnection:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        await self.writer.write(_encode(message))
+        await self.writer.write(encode_line(message))
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -667,37 +188,11 @@ class PipeConnection:
         """Ask the client and wait for its answer (``opts["timeout"]``, else ``answer_timeout``, bounds the wait)."""
         if self._ended or self.modern:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        self._next_id += 1
-        request_id = self._next_id
-        arrived = self._asked[request_id] = anyio.Event()
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = dict(params)
-        timeout = (opts or {}).get("timeout", self.answer_timeout)
-        try:
-            await self.writer.write(_encode(message))
-            with anyio.fail_after(timeout):
-                await arrived.wait()
-        except TimeoutError:
-            await self._tell_cancelled(request_id, f"timed out after {timeout}s")
-            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out after {timeout:g} s") from None
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._tell_cancelled(request_id, "the server call was cancelled")
-            raise
-        finally:
-            del self._asked[request_id]
-        outcome = self._answers.pop(request_id, _CLOSED)
-        if isinstance(outcome, ErrorData):
-            raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
-        return outcome
+        return await self.questions.ask(self.send, method, params, opts)
 
-    async def _tell_cancelled(self, request_id: RequestId, reason: str) -> None:
-        """Tell the client to stop on a question nobody waits for (best effort, bounded)."""
-        if self._ended:
-            return
-        with anyio.move_on_after(_FINAL_WRITE_TIMEOUT):
-            await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one message (the outlet of the connection's exchanges: their notifications and questions)."""
+        await self.writer.write(encode_line(message))
 
     def _client_gone(self) -> None:
         self.client_gone = True
@@ -735,10 +230,9 @@ class PipeConnection:
         """End every call (cancelled, cleaned up, answered ``Connection closed``), then the era's connection."""
         self._ended = True
         self.writer.release()  # answers queued for a client behind wait for the final drain, not for room
-        for arrived in self._asked.values():
-            arrived.set()  # no answer: Connection closed
-        for exchange in list(self._calls.values()):
-            exchange.stop(CONNECTION_ENDED)
+        self.questions.close()  # no answer: Connection closed
+        for running in list(self._calls.values()):
+            running.stop(CONNECTION_ENDED)
         with anyio.move_on_after(_CLEANUP_TIMEOUT) as waited:
             while self._running:
                 self._idle = anyio.Event()
@@ -835,7 +329,7 @@ class PipeConnection:
             if message is None:
                 continue
             if "method" not in message:
-                self._answered(message)
+                self.questions.answered(message)
             elif "id" not in message:
                 if not self._notice(message):
                     self._held = message
@@ -855,11 +349,11 @@ class PipeConnection:
             message = from_json(line)  # pydantic-core: a quarter of json.loads' time
         except ValueError:
             try:
-                message = _loads_leniently(line)
+                message = loads_leniently(line)
             except (ValueError, RecursionError) as exc:
-                self._refuse(None, PARSE_ERROR, f"Parse error: {_unreadable(exc)}.")
+                self._refuse(None, PARSE_ERROR, f"Parse error: {unreadable(exc)}.")
                 return None
-        if _SURROGATE_ESCAPE.search(line) is not None:
+        if SURROGATE_ESCAPE.search(line) is not None:
             message = without_surrogates(message)  # as on the way out: U+FFFD for a lone surrogate
         if not isinstance(message, dict):
             kind = "a batch" if isinstance(message, list) else f"a JSON {type(message).__name__}"
@@ -869,7 +363,7 @@ class PipeConnection:
         named = request_id if _is_id(request_id) else None
         if "method" not in message and ("result" in message or "error" in message):
             # a response: never answered (JSON-RPC), not even a malformed one; one naming a question
-            # the server asked settles it (``_answered``: a malformed one as an error, never a wait forever)
+            # the server asked settles it (``BackChannel.answered``: a malformed one as an error, never a wait forever)
             if named is None:
                 log.debug("dropped a response without a usable id (%r)", request_id)
                 return None
@@ -896,7 +390,7 @@ class PipeConnection:
 
     def _refuse(self, request_id: RequestId | None, code: int, message: str) -> None:
         """Answer a message that cannot be served with one error line (queued: the reader never waits on it)."""
-        self.writer.write_nowait(_encode(_error(request_id, code, message)))
+        self.writer.write_nowait(encode_line(_error(request_id, code, message)))
 
     def _refuse_oversized(self, line: Oversized) -> None:
         """One error line for a line over the limit (for its id, when its edges name one)."""
@@ -928,11 +422,11 @@ class PipeConnection:
             )
             return None
         modern = bool(self.modern)
-        refusal = self._era_refusal(method, params) if not modern else None
+        refusal = era.refusal_on_handshake(method, params) if not modern else None
         if refusal is not None:
-            self.writer.write_nowait(_encode(_error_message(request_id, refusal)))
+            self.writer.write_nowait(encode_line(_error_message(request_id, refusal)))
             return None
-        key = coerce_request_id(request_id)  # ("7" and 7 are one id, as for the SDK's dispatchers)
+        key = request_key(request_id)  # ("7" and 7 are one id, for calls as for answers)
         running = self._calls.get(key)
         if running is not None and not running.stopped:  # (one the client cancelled may be reused at once)
             self._refuse(
@@ -942,10 +436,13 @@ class PipeConnection:
                 "send each request with an id of its own.",
             )
             return None
-        exchange = Exchange(self, request_id, params, modern=modern)
-        self._calls[key] = exchange
+        if modern:
+            exchange = Exchange(self, request_id, params, _MODERN_TRANSPORT)
+        else:
+            exchange = Exchange(self, request_id, params, _TRANSPORT, questions=self.questions)
+        running = self._calls[key] = _Call(exchange)
         self._running += 1
-        call = self._serve(exchange, key, method, params)
+        call = self._serve(running, key, method, params)
         if method == "initialize":
             return call
         # its first step at once where the loop can: a quick call answers without a loop turn of its own
@@ -955,7 +452,7 @@ class PipeConnection:
 
     async def _open(self, method: str, params: dict[str, Any] | None) -> None:
         """The first request fixes the era; the notifications before it are replayed into it."""
-        self.modern = method != "initialize" and _has_modern_envelope(params)
+        self.modern = era.opens_modern(method, params)
         if not self.modern:
             self.connection = Connection.for_loop(self)
             self.runner = ServerRunner(self.server, self.connection, self.lifespan_state)
@@ -963,24 +460,16 @@ class PipeConnection:
         for message in lead:
             await self._notify_server(message)
 
-    def _era_refusal(self, method: str, params: dict[str, Any] | None) -> ErrorData | None:
-        if method != "initialize" and _has_modern_envelope(params):
-            return ErrorData(
-                code=INVALID_REQUEST,
-                message="this connection serves the handshake protocol era; "
-                "requests carrying the 2026-07-28 envelope are not accepted on it",
-            )
-        return None
-
-    async def _serve(self, exchange: Exchange, key: RequestId, method: str, params: Any) -> None:
+    async def _serve(self, running: _Call, key: RequestId, method: str, params: Any) -> None:
         """Run one request and write its answer (none for a call the client cancelled)."""
+        exchange = running.exchange
         request_id = exchange.request_id
         answer: dict[str, Any] | None = None
         serving.set(exchange)  # (this task serves this request alone)
         try:
-            with exchange.interruptible() as cut:
+            with running.interruptible() as cut:
                 try:
-                    if exchange.stopped:  # before its task began
+                    if running.stopped:  # before its task began
                         if exchange.cancelled_by_client:
                             await cut.cancel_here()  # the client took it back: it never runs
                         # the end of input: cancelled at its first wait, as a running call is (a quick one answers)
@@ -991,21 +480,21 @@ class PipeConnection:
                     error = handler_exception_to_error_data(exc) or error_data_of(exc)
                     answer = _error_message(request_id, error)
                 finally:
-                    exchange.closed = True
-                    if self._calls.get(key) is exchange:
+                    exchange.state.apply(Move.SETTLE)
+                    if self._calls.get(key) is running:
                         del self._calls[key]
-            if exchange.cancelled_by_client:
+            if exchange.cancelled_by_client or (answer is None and self.writer.gone):
+                exchange.state.apply(Move.ABANDON)
                 return
+            exchange.state.apply(Move.ANSWER)
             if answer is None:  # cancelled by the end of the connection
-                if self.writer.gone:
-                    return
                 answer = _error(request_id, CONNECTION_CLOSED, "Connection closed")
                 with anyio.move_on_after(_FINAL_WRITE_TIMEOUT, shield=True):
-                    await self.writer.write(_encode(answer))
+                    await self.writer.write(encode_line(answer))
                 return
             # alone: no other call runs, and no line read but not yet served could start one this turn
             alone = self._running == 1 and not self.reader.buffered
-            await self.writer.write(_answer_line(method, answer), gather=not alone)
+            await self.writer.write(answer_line(method, answer), gather=not alone)
         finally:
             self._running -= 1
             if not self._running and self._idle is not None:
@@ -1014,20 +503,7 @@ class PipeConnection:
     async def _on_request(self, exchange: Exchange, method: str, params: Any) -> dict[str, Any]:
         if self.runner is not None:
             return await self.runner.on_request(exchange, method, params)
-        if method == "initialize":
-            requested = (params or {}).get("protocolVersion")
-            data: dict[str, Any] = {"supported": list(MODERN_PROTOCOL_VERSIONS)}
-            if isinstance(requested, str):
-                data["requested"] = requested
-            raise MCPError(
-                code=UNSUPPORTED_PROTOCOL_VERSION,
-                message="connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
-                data=data,
-            )
-        route = classify_inbound_request({"method": method, "params": params})
-        if isinstance(route, InboundLadderRejection):
-            raise MCPError(code=route.code, message=route.message, data=route.data)
-        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        connection = era.modern_connection(era.modern_route(method, params))
         runner: ServerRunner[Any] = ServerRunner(self.server, connection, self.lifespan_state)
         try:
             return await runner.on_request(exchange, method, params)
@@ -1038,9 +514,9 @@ class PipeConnection:
         """What a notification does at once (a cancel stops its call); ``False``: the server must hear it too."""
         if message["method"] == "notifications/cancelled":
             named = cancelled_request_id_from_params(message.get("params"))
-            running = self._calls.get(coerce_request_id(named)) if named is not None else None
-            if running is not None and not running.closed:
-                running.cancel_requested.set()
+            running = lookup(self._calls, named)
+            if running is not None and not running.exchange.settled:
+                running.exchange.cancel_requested.set()
                 running.stop(client_cancelled(message.get("params")))
         if self.modern is None:
             if len(self._lead) < 8:
@@ -1051,13 +527,12 @@ class PipeConnection:
     async def _notify_server(self, message: dict[str, Any]) -> None:
         method: str = message["method"]
         params: dict[str, Any] | None = message.get("params")
-        exchange = Exchange(self, None, params, modern=bool(self.modern))
-        exchange.closed = True
+        exchange = acknowledged(_MODERN_TRANSPORT if self.modern else _TRANSPORT)
         try:
             if self.runner is not None:
                 await self.runner.on_notify(exchange, method, params)
             else:
-                connection = Connection.from_envelope(LATEST_MODERN_VERSION, None, None)
+                connection = era.notification_connection()
                 try:
                     await ServerRunner(self.server, connection, self.lifespan_state).on_notify(exchange, method, params)
                 finally:
@@ -1065,61 +540,11 @@ class PipeConnection:
         except Exception:
             log.exception("MCP notification handler for %r failed", method)
 
-    def _answered(self, message: dict[str, Any]) -> None:
-        """The client's answer to a server-to-client request (late or unknown ones are dropped).
-
-        A result that is no object, or an error that is no JSON-RPC error, settles the
-        request as an error saying so: the call asking goes on (it fails its question)
-        instead of waiting for an answer that has come and gone.
-        """
-        key = coerce_request_id(message["id"])
-        arrived = self._asked.get(key)
-        if arrived is None or arrived.is_set():
-            log.debug("dropped an answer to unknown or settled request %r", message["id"])
-            return
-        result, error = message.get("result"), message.get("error")
-        if isinstance(result, dict):
-            self._answers[key] = result
-        elif isinstance(error, dict) or "result" not in message:
-            try:
-                self._answers[key] = ErrorData.model_validate(error)
-            except ValueError:
-                self._answers[key] = ErrorData(code=INVALID_REQUEST, message="the client sent a malformed error")
-        else:
-            kind = "null" if result is None else f"a JSON {type(result).__name__}"
-            said = f"the client sent a malformed answer (its result is {kind}, not an object)"
-            self._answers[key] = ErrorData(code=INVALID_REQUEST, message=said)
-        arrived.set()
-
-
-def _loads_leniently(line: bytes) -> Any:
-    """What pydantic-core refused, as json.loads reads it (a BOM, a lone surrogate escape, deep nesting), with
-    U+FFFD for bytes that are not UTF-8; what it cannot read raises with json.loads' reason."""
-    try:
-        return json.loads(line)
-    except UnicodeDecodeError:
-        return json.loads(line.decode("utf-8", "replace"))
-
-
-def _unreadable(exc: ValueError | RecursionError) -> str:
-    """Why a line cannot be read, for its sender: JSON it is not, or JSON beyond what Python reads."""
-    if isinstance(exc, RecursionError):
-        return "the line nests deeper than this server reads"
-    if "integer string conversion" in str(exc):  # (CPython's limit on the digits of an integer it parses)
-        limit = sys.get_int_max_str_digits()
-        return f"the line holds an integer of more than {limit} digits, longer than this server reads"
-    return f"the line is not JSON ({_short(exc)})"
-
 
 def _shown(request_id: RequestId) -> str:
     """A request id as its sender wrote it, at most 40 characters."""
     text = json.dumps(request_id)
     return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) <= 120 else text[:119] + "…"
 
 
 async def serve_pipe(

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import re
-import secrets
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -26,27 +23,22 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded
 from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    ErrorData,
-    JSONRPCError,
     JSONRPCNotification,
-    JSONRPCRequest,
-    JSONRPCResponse,
     RequestId,
 )
 
+from .back_channel import BackChannel, lookup
 from .ending import SESSION_ENDED, client_cancelled
 from .limits import OwnerQuota, RateLimitedLog
 from .options import ANSWER_TIMEOUT
 from .resume import EventLog, EventLogs
-from .wire import dump
+from .wire import dump, encode
 
 if TYPE_CHECKING:
-    from .exchange import PostExchange
+    from .exchange_core import Exchange
 
 log = logging.getLogger("fusion_nb.http")
 
@@ -56,43 +48,6 @@ log = logging.getLogger("fusion_nb.http")
 # session is never idle. Ten minutes leave a person time to answer a form.
 STANDALONE_BUFFER = 64
 """Server-initiated messages a ``GET`` stream queues (and its log keeps for a resume); beyond, they are dropped."""
-_ASK_CANCEL_WRITE_TIMEOUT = 1.0
-_T = TypeVar("_T")
-
-
-class _Answer:
-    """Where the client's answer to one server-to-client request lands."""
-
-    __slots__ = ("arrived", "outcome")
-
-    def __init__(self) -> None:
-        self.arrived = anyio.Event()
-        self.outcome: dict[str, Any] | ErrorData = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
-
-    def settle(self, outcome: dict[str, Any] | ErrorData) -> None:
-        if not self.arrived.is_set():
-            self.outcome = outcome
-            self.arrived.set()
-
-
-_DECIMAL_ID = re.compile(r"-?[0-9]{1,20}")
-
-
-def _lookup(table: Mapping[RequestId, _T], request_id: RequestId | None) -> _T | None:
-    """``table[request_id]``, matching ``7`` and ``"7"`` as the same id (peers differ in how they echo ids).
-
-    Only a plain ASCII decimal of at most 20 digits is read as a number: whatever
-    else a client sends (``"²"``, ``"--1"``, 5,000 digits) is just an id nothing waits for.
-    """
-    if request_id is None:
-        return None
-    found = table.get(request_id)
-    if found is None:
-        if isinstance(request_id, int):
-            found = table.get(str(request_id))
-        elif _DECIMAL_ID.fullmatch(request_id):
-            found = table.get(int(request_id))
-    return found
 
 
 class _GetStream:
@@ -134,12 +89,13 @@ class Session:
         self.answer_timeout = answer_timeout
         self.connection = Connection.for_loop(self, session_id=self.id)
         self.runner: ServerRunner[Any] = ServerRunner(server, self.connection, lifespan_state)
-        self.calls: dict[RequestId, tuple[anyio.CancelScope, PostExchange]] = {}
+        self.calls: dict[RequestId, tuple[anyio.CancelScope, Exchange]] = {}
         self.logs = EventLogs()
         self.busy = 0
         self.idle_since = anyio.current_time()
         self._ended = False
-        self._answers: dict[RequestId, _Answer] = {}
+        #: the questions asked of the client (random ids: a client cannot answer another call's by guessing)
+        self.questions = BackChannel(answer_timeout)
         self._standalone: _GetStream | None = None
         self._standalone_log: EventLog | None = None
 
@@ -159,11 +115,7 @@ class Session:
         """A server-initiated request on the ``GET`` stream (none open: no channel)."""
         if self._standalone is None:
             raise NoBackChannelError(method)
-
-        async def emit(payload: bytes) -> None:
-            self._standalone_write(payload)
-
-        return await self.ask(emit, method, params, opts)
+        return await self.questions.ask(self._standalone_emit, method, params, opts)
 
     def _standalone_write(self, payload: bytes) -> None:
         if self._standalone is None:
@@ -174,56 +126,12 @@ class Session:
             log.debug("dropped a server-initiated message: session %s's stream is full or closed", self.id)
 
     # -- server-to-client requests and their answers
-    async def ask(
-        self,
-        emit: Callable[[bytes], Awaitable[None]],
-        method: str,
-        params: Mapping[str, Any] | None,
-        opts: CallOptions | None,
-    ) -> dict[str, Any]:
-        """Send a request to the client with ``emit`` and wait for the answer a later POST brings.
-
-        Its id is a random string, matched exactly: a client cannot answer another
-        call's question by guessing its id (they were 1, 2, 3 ... per session, and
-        ``"3"`` matched ``3``). The wait ends after ``opts["timeout"]`` or the
-        session's ``answer_timeout``.
-        """
-        if self._ended:
-            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        request_id = secrets.token_urlsafe(12)
-        answer = self._answers[request_id] = _Answer()
-        body = dict(params) if params is not None else None
-        timeout = (opts or {}).get("timeout", self.answer_timeout)
-        try:
-            await emit(dump(JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=body)))
-            with anyio.fail_after(timeout if timeout is not None else math.inf):
-                await answer.arrived.wait()
-        except TimeoutError:
-            # told too: a client still asking its user (or a bridge asking its host) stops
-            await _tell_cancelled(emit, request_id, f"no answer within {timeout:g} s")
-            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out after {timeout:g} s") from None
-        except anyio.get_cancelled_exc_class():
-            # The call no longer waits: tell the client to stop asking its user (best effort).
-            await _tell_cancelled(emit, request_id, "the server call was cancelled")
-            raise
-        finally:
-            self._answers.pop(request_id, None)
-        outcome = answer.outcome
-        if isinstance(outcome, ErrorData):
-            raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
-        return outcome
-
-    def answered(self, message: JSONRPCResponse | JSONRPCError) -> None:
-        """A client's answer POST: wake the call waiting for it (late or unknown answers are dropped)."""
-        answer = self._answers.get(message.id) if isinstance(message.id, str) else None
-        if answer is None:
-            log.debug("dropped an answer to unknown or settled request %r", message.id)
-            return
-        answer.settle(message.result if isinstance(message, JSONRPCResponse) else message.error)
+    async def _standalone_emit(self, message: dict[str, Any]) -> None:
+        self._standalone_write(encode(message))
 
     def cancel(self, params: Mapping[str, Any] | None) -> None:
         """``notifications/cancelled``: cancel the call it names (a finished or unknown one is ignored)."""
-        running = _lookup(self.calls, cancelled_request_id_from_params(params))
+        running = lookup(self.calls, cancelled_request_id_from_params(params))
         if running is not None and not running[1].settled:  # a call with its result in hand is not undone
             scope, exchange = running
             exchange.cancel_requested.set()
@@ -296,8 +204,7 @@ class Session:
         for scope, exchange in list(self.calls.values()):
             exchange.ending(SESSION_ENDED)
             scope.cancel()
-        for answer in list(self._answers.values()):
-            answer.settle(ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
+        self.questions.close()
         if self._standalone is not None:
             self._standalone.writer.close()
         self.logs.clear()
@@ -378,10 +285,3 @@ class Sessions:
                 if session.busy == 0 and session.idle_since <= horizon:
                     self._swept_log.log(logging.INFO, "an MCP session ended after %g s idle", idle_timeout)
                     await self.end(session)
-
-
-async def _tell_cancelled(emit: Any, request_id: str, reason: str) -> None:
-    """``notifications/cancelled`` for a question nobody waits for any more (best effort, bounded)."""
-    with anyio.move_on_after(_ASK_CANCEL_WRITE_TIMEOUT, shield=True):
-        cancelled = {"requestId": request_id, "reason": reason}
-        await emit(dump(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=cancelled)))

@@ -28,7 +28,7 @@ entry checks them once).
   ``Last-Event-ID`` resumes a stream that dropped (``resume``); ``DELETE`` ends the
   session. A disconnect does not cancel a call (that era's rule).
 
-One POST's exchange and its state machine are ``exchange``; the bytes are ``wire``.
+One POST's exchange is ``exchange_core``'s, written through ``exchange.ResponseOutlet``; the bytes are ``wire``.
 ``http_app`` uses this for its default mode; ``json_response=True`` and
 ``stateless=True`` keep the SDK's transport.
 """
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -47,19 +47,13 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
-    validate_mcp_param_headers,
-    x_mcp_header_map,
 )
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -68,30 +62,31 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
-    RequestId,
     jsonrpc_message_adapter,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..engine.lowlevel import current_backend
+from . import era
 from ._sdk import accepted_media
+from .back_channel import lookup, request_key
 from .ending import CLIENT_DISCONNECTED
-from .exchange import PostExchange
+from .exchange import ResponseOutlet
+from .exchange_core import Exchange, acknowledged
 from .limits import RETRY_AFTER, OwnerQuota, RateLimitedLog
 from .resume import EventLog
 from .sessions import ANSWER_TIMEOUT, Session, Sessions
-from .sessions import _lookup as _lookup  # re-exported: its tests import it from here, as before the split
 from .wire import KEEPALIVE, SESSION_HEADER, SESSION_HEADER_BYTES, SSE_HEADERS, refuse, reject, respond
 
-__all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "PostExchange", "Session", "Sessions", "StreamableEndpoint"]
+_lookup = lookup  # re-exported: its tests import it from here, as before the split
+
+__all__ = ["ANSWER_TIMEOUT", "KEEPALIVE_SECONDS", "ResponseOutlet", "Session", "Sessions", "StreamableEndpoint"]
 
 log = logging.getLogger("fusion_nb.http")
 
 _VERSION_HEADER = b"mcp-protocol-version"
-_PARAM_HEADER_PREFIX = "mcp-param-"
 _LAST_EVENT_ID = "last-event-id"
 KEEPALIVE_SECONDS = 15.0
 """A call (or ``GET`` stream) silent this long gets a comment line, and then again every so often,
@@ -123,21 +118,21 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     scope.cancel()
 
 
-async def _supervise(exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None) -> None:
+async def _supervise(outlet: ResponseOutlet, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None) -> None:
     """While a call runs: a keepalive every ``KEEPALIVE_SECONDS``; if its client goes, cancel (2026) or stop (2025)."""
     while True:
         with anyio.move_on_after(KEEPALIVE_SECONDS):
             await _disconnected(receive)
             if cancel_on_disconnect is not None:
-                exchange.ending(CLIENT_DISCONNECTED)
+                outlet.exchange.ending(CLIENT_DISCONNECTED)
                 cancel_on_disconnect.cancel()
-            exchange.disconnected()
+            outlet.disconnected()
             return
-        await exchange.keepalive()
+        await outlet.keepalive()
 
 
 def _supervising(
-    exchange: PostExchange, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None
+    outlet: ResponseOutlet, receive: Receive, cancel_on_disconnect: anyio.CancelScope | None
 ) -> Callable[[], None]:
     """Supervise a call (``_supervise``) once it has let the loop run; returns the function that stops it.
 
@@ -146,7 +141,7 @@ def _supervising(
     a task: starting, then cancelling one costs two extra loop turns (measured by
     ``benchmarks/http.py``'s quick calls).
     """
-    supervise = partial(_supervise, exchange, receive, cancel_on_disconnect)
+    supervise = partial(_supervise, outlet, receive, cancel_on_disconnect)
     return current_backend().start_later(supervise, "fusion-nb call supervisor")
 
 
@@ -198,7 +193,7 @@ class StreamableEndpoint:
         self.listens = OwnerQuota("listen streams", per_owner=max_listens_per_owner, total=_MAX_LISTENS)
         # without a schema lookup the SDK's entry finds schemas through tools/list: it serves 2026 whole
         self._serves_modern = server.get_tool_input_schema is not None
-        self._header_maps: dict[str, tuple[object, bool]] = {}
+        self._param_headers = era.ParamHeaders(server)
         # one limiter per kind of refusal: a stranger's repeats must not hide the session limit
         self._listen_refusals = RateLimitedLog(log)
         self._owner_refusals = RateLimitedLog(log)
@@ -211,7 +206,7 @@ class StreamableEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Route by era the way the SDK does: a non-handshake ``MCP-Protocol-Version`` is 2026-07-28."""
         version = next((value for key, value in scope["headers"] if key == _VERSION_HEADER), None)
-        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if era.routes_modern(version):
             if scope["method"] == "POST" and self._serves_modern:
                 await self._modern(scope, receive, send)
             else:
@@ -255,39 +250,32 @@ class StreamableEndpoint:
             await reject(send, None, INVALID_REQUEST, _INVALID_BODY)
             return
         headers = request.headers
-        duplicated = find_duplicated_routing_header(headers.items())
-        if duplicated is not None:
-            await reject(send, message.id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
-            return
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        verdict = era.ladder(decoded, headers.items())
         if isinstance(verdict, InboundLadderRejection):
             await reject(send, message.id, verdict.code, verdict.message, verdict.data)
             return
         if message.method == "tools/call":
-            rejection = self._param_header_rejection(message.params, headers)
+            rejection = self._param_headers.rejection(message.params, headers)
             if rejection is not None:
                 await reject(send, message.id, rejection.code, rejection.message, rejection.data)
                 return
-        connection = Connection.from_envelope(
-            verdict.protocol_version, verdict.client_info, verdict.client_capabilities
-        )
-        await self._serve_modern(request, message, connection, receive, send)
+        await self._serve_modern(request, message, era.modern_connection(verdict), receive, send)
 
     async def _serve_modern(
         self, request: Request, message: JSONRPCRequest, connection: Connection, receive: Receive, send: Send
     ) -> None:
-        exchange = PostExchange(send, request, message.id, message.params, session=None, modern=True)
+        outlet = ResponseOutlet(send, request, message.id, message.params, session=None, modern=True)
         runner: ServerRunner[Any] = ServerRunner(self.server, connection, self.sessions.lifespan_state)
         cancel = anyio.CancelScope()
-        stop_supervising = _supervising(exchange, receive, cancel)
+        stop_supervising = _supervising(outlet, receive, cancel)
         try:
             with cancel:
-                await exchange.run(runner, message.method, message.params)
+                await outlet.run(runner, message.method, message.params)
         finally:
             stop_supervising()
             await aclose_shielded(connection)
-        if not exchange.state.ended:
-            exchange.abandon()
+        if not outlet.state.ended:
+            outlet.abandon()
             log.debug("MCP client disconnected during %s (id %r); the call was cancelled", message.method, message.id)
 
     async def _acknowledge(self, request: Request, decoded: dict[str, Any], send: Send) -> None:
@@ -320,34 +308,6 @@ class StreamableEndpoint:
             await self.fallback(scope, _replaying(body, receive), send)
         finally:
             self.listens.release(owner)
-
-    def _param_header_rejection(
-        self, params: Mapping[str, Any] | None, headers: Mapping[str, str]
-    ) -> InboundLadderRejection | None:
-        """The SDK's ``Mcp-Param-*`` check for a ``tools/call``, skipped when no header or declaration is involved."""
-        lookup = self.server.get_tool_input_schema
-        name = (params or {}).get("name")
-        arguments = (params or {}).get("arguments")
-        if lookup is None or not isinstance(name, str):
-            return None
-        if arguments is not None and not isinstance(arguments, Mapping):
-            return None
-        carries = any(key.startswith(_PARAM_HEADER_PREFIX) for key in headers)
-        if not arguments and not carries:
-            return None
-        try:
-            schema = lookup(name)
-        except Exception:  # fail open, as the SDK's entry does: header validation never breaks a call
-            log.exception("Mcp-Param header validation skipped: get_tool_input_schema raised")
-            return None
-        if schema is None:
-            return None
-        cached = self._header_maps.get(name)
-        if cached is None or cached[0] is not schema:
-            cached = self._header_maps[name] = (schema, bool(x_mcp_header_map(schema)))
-        if not cached[1] and not carries:
-            return None
-        return validate_mcp_param_headers(schema, arguments or {}, headers)
 
     # -- 2025-11-25
     async def _legacy(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -402,6 +362,8 @@ class StreamableEndpoint:
         try:
             message = jsonrpc_message_adapter.validate_python(raw, by_name=False)
         except ValidationError:
+            if session is not None and isinstance(raw, dict) and "method" not in raw:
+                session.questions.answered(raw)  # a malformed answer still settles its question, in one sentence
             await refuse(
                 send,
                 400,
@@ -426,10 +388,10 @@ class StreamableEndpoint:
             return
         if not isinstance(message, JSONRPCRequest):
             await respond(send, 202, b"", [(SESSION_HEADER_BYTES, session.id.encode())])
-            await self._received(session, request, message)
+            await self._received(session, request, message, raw)
             return
         scope = anyio.CancelScope()
-        exchange = PostExchange(
+        outlet = ResponseOutlet(
             send,
             request,
             message.id,
@@ -439,14 +401,14 @@ class StreamableEndpoint:
             opening=opening,
             cancel_call=scope.cancel,
         )
-        answered = await self._serve(session, exchange, scope, message, receive)
+        answered = await self._serve(session, outlet, scope, message, receive)
         if opening and not answered:
             await self.sessions.end(session)  # a failed initialize establishes nothing
 
     async def _serve(
         self,
         session: Session,
-        exchange: PostExchange,
+        outlet: ResponseOutlet,
         scope: anyio.CancelScope,
         message: JSONRPCRequest,
         receive: Receive,
@@ -455,29 +417,31 @@ class StreamableEndpoint:
 
         Its client disconnecting does not cancel it (that era's rule).
         """
-        session.calls[message.id] = (scope, exchange)
+        key = request_key(message.id)  # ("7" and 7 are one id)
+        exchange = outlet.exchange
+        session.calls[key] = (scope, exchange)
         answered = False
-        stop_supervising = _supervising(exchange, receive, None)
+        stop_supervising = _supervising(outlet, receive, None)
         try:
             with session.in_use(), scope:
-                answered = await exchange.run(session.runner, message.method, message.params)
+                answered = await outlet.run(session.runner, message.method, message.params)
         finally:
             stop_supervising()
-            if session.calls.get(message.id, (None, None))[1] is exchange:
-                del session.calls[message.id]
-        if not exchange.state.ended:  # cancelled by the client or by the session's end
-            await exchange.end_cancelled()
+            if session.calls.get(key, (None, None))[1] is exchange:
+                del session.calls[key]
+        if not outlet.state.ended:  # cancelled by the client or by the session's end
+            await outlet.end_cancelled()
         return answered
 
-    async def _received(self, session: Session, request: Request, message: Any) -> None:
+    async def _received(self, session: Session, request: Request, message: Any, raw: dict[str, Any]) -> None:
         """A notification or an answer the client POSTed (already acknowledged with 202)."""
         if isinstance(message, JSONRPCResponse | JSONRPCError):
-            session.answered(message)
+            session.questions.answered(raw)
             return
         if message.method == "notifications/cancelled":
             session.cancel(message.params)
         try:
-            await session.runner.on_notify(_Acknowledged(request), message.method, message.params)
+            await session.runner.on_notify(_acknowledged(request), message.method, message.params)
         except Exception:
             log.exception("MCP notification handler for %r failed", message.method)
 
@@ -536,25 +500,10 @@ class StreamableEndpoint:
             await _stream_response(send, session, receive, frames, replaced)
 
 
-class _Acknowledged:
+def _acknowledged(request: Request) -> Exchange:
     """The dispatch context of a POSTed notification: its POST was answered ``202`` already, nothing rides it."""
-
-    def __init__(self, request: Request) -> None:
-        self.request_id: RequestId | None = None
-        self.progress_token = None
-        self.transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
-        self.message_metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
-        self.can_send_request = False
-        self.cancel_requested = anyio.Event()
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        log.debug("dropped %s: a notification's POST has no stream", method)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
-
-    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict[str, Any]:
-        raise NoBackChannelError(method)
+    transport = TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers)
+    return acknowledged(transport, ServerMessageMetadata(request_context=request, can_send_request=False))
 
 
 _MAX_LISTENS = 1000

@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp_types import (
+    INVALID_REQUEST,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from pydantic_core import PydanticSerializationError, to_json
 from starlette.types import Send
 
@@ -38,6 +46,11 @@ def dump(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification | JSONRPC
     if isinstance(message, JSONRPCError) and message.id is None:
         body["id"] = None  # JSON-RPC wants ``id: null`` when the request id is unknown
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """A JSON-RPC message built as a dict (a question of ``back_channel``'s), as ``dump`` writes it."""
+    return dump(jsonrpc_message_adapter.validate_python(message))
 
 
 def event(payload: bytes, event_id: str | None = None) -> bytes:

@@ -1,4 +1,4 @@
-"""The exchange state machine (``fusion_nb.mcp.exchange``): every legal move, illegal ones, random orderings."""
+"""The exchange state machine (``fusion_nb.mcp.exchange_core``): every legal move, illegal ones, random orderings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fusion_nb.mcp.exchange import ENDED, Client, ExchangeState, ExchangeStateError, Move, Phase
+from fusion_nb.mcp.exchange_core import ENDED, Client, ExchangeState, ExchangeStateError, Move, Phase
 
 LEGAL = [
     (Phase.RUNNING, Move.STREAM, Phase.STREAMING),

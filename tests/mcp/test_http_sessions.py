@@ -18,8 +18,8 @@ from fusion_mcp_testapp import make_app
 from http_serving import INIT, open_session, serve, server_errors
 
 from fusion_nb.mcp import mcp_server, streamable
-from fusion_nb.mcp.exchange import Move
-from fusion_nb.mcp.streamable import PostExchange, Session, _lookup
+from fusion_nb.mcp.exchange_core import Move
+from fusion_nb.mcp.streamable import ResponseOutlet, Session, _lookup
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -220,13 +220,13 @@ async def test_a_failed_initialize_names_no_session_and_a_late_cancel_undoes_no_
         assert len(served.asgi.endpoint.sessions) == 0
     app, _ = make_app()
     session = Session(mcp_server(app), {}, None)
-    exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
+    exchange = ResponseOutlet(_no_send, _request(), 3, None, session=session, modern=False).exchange
     scope = anyio.CancelScope()
     session.calls[3] = (scope, exchange)
     exchange.state.apply(Move.SETTLE)  # its handler has returned: the answer is being written
     session.cancel({"requestId": 3})
     assert not scope.cancel_called
-    exchange = PostExchange(_no_send, _request(), 3, None, session=session, modern=False)
+    exchange = ResponseOutlet(_no_send, _request(), 3, None, session=session, modern=False).exchange
     session.calls[3] = (scope, exchange)  # the same id, still running
     session.cancel({"requestId": "3"})
     assert scope.cancel_called and exchange.cancel_requested.is_set()

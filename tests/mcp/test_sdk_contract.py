@@ -134,7 +134,7 @@ async def test_the_request_state_boundary_refuses_with_its_documented_shape():
 
 
 def test_the_kernels_error_mapping_keeps_protocol_codes_and_hides_the_rest():
-    """``exchange.PostExchange.run`` answers a handler's exception with ``error_data_of`` (the SDK's mapping)."""
+    """``exchange.ResponseOutlet.run`` answers a handler's exception with ``error_data_of`` (the SDK's mapping)."""
     protocol = error_data_of(MCPError(code=types.INVALID_PARAMS, message="bad arguments"))
     hidden = error_data_of(ValueError("disk on fire"))
     assert (protocol.code, protocol.message) == (types.INVALID_PARAMS, "bad arguments"), (
