@@ -13,10 +13,14 @@ with one line saying so.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
-from ..engine import CANCELLED, BoundTool, Call, CallStatus
+from ..engine import CANCELLED, INVALID_INPUT, BoundTool, Call, CallResult, CallStatus, ToolError
+
+#: one preview host per served app: a preview's handles live as long as the kernel's app
+_local_hosts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -42,6 +46,31 @@ class CellTool:
     async def __call__(self, **arguments: Any) -> Any:
         """Run the tool to its value; interrupting the cell cancels it."""
         __tracebackhide__ = True  # IPython: this frame is ours, not the person's
+        return (await self._run(arguments)).unwrap()
+
+    async def preview(self, **arguments: Any) -> Any:
+        """Run an ``.app()`` tool and show its result in its MCP Apps view, as an agent's user sees it.
+
+        The cell's output is the view's own ``ui://`` HTML under a host-side bridge; the view's
+        paging and job calls come back to this kernel and run through the engine. Where widgets
+        do not render (nbconvert, a saved notebook) the output keeps the result's text and PNG.
+        """
+        __tracebackhide__ = True
+        if self.tool.tool.view is None:
+            raise self._host.quiet(
+                ToolError(INVALID_INPUT, f"Tool {self.name!r} has no MCP Apps view: build it with .app().")
+            )
+        from ..mcp.apps import LocalHost  # (the MCP layer loads only when a preview is asked for)
+
+        local = _local_hosts.get(self._host.app)
+        if local is None:
+            local = _local_hosts[self._host.app] = LocalHost(self._host.app)
+        result = await self._run(arguments)
+        return widgets.AppPreview(local.shown(self.name, arguments, result), local.call)
+
+    async def _run(self, arguments: dict[str, Any]) -> CallResult:
+        """The call to its successful result, or the exception the cell shows."""
+        __tracebackhide__ = True
         call = self.start(**arguments)
         for view in widgets.views_for(call.id):  # the cell shows the outcome (an error in a line, a value as Out)
             view.leave_outcome_to_the_cell()
@@ -57,7 +86,7 @@ class CellTool:
             raise self._host.quiet(result.error, await self._host.stopped_line(call))
         if result.error is not None:
             raise self._host.quiet(result.error)
-        return result.unwrap()
+        return result
 
     def __repr__(self) -> str:
         return f"<fusion tool {self.tool.name!r}: await {self._host.binding_name(self.tool)}(...)>"
