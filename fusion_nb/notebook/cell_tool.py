@@ -60,13 +60,8 @@ class CellTool:
             raise self._host.quiet(
                 ToolError(INVALID_INPUT, f"Tool {self.name!r} has no MCP Apps view: build it with .app().")
             )
-        from ..mcp.apps import LocalHost  # (the MCP layer loads only when a preview is asked for)
-
-        local = _local_hosts.get(self._host.app)
-        if local is None:
-            local = _local_hosts[self._host.app] = LocalHost(self._host.app)
         result = await self._run(arguments)
-        return widgets.AppPreview(local.shown(self.name, arguments, result), local.call)
+        return _shown(self._host.app, self.name, arguments, result)
 
     async def _run(self, arguments: dict[str, Any]) -> CallResult:
         """The call to its successful result, or the exception the cell shows."""
@@ -93,6 +88,29 @@ class CellTool:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(widgets.describe_tool(self.tool))
+
+
+async def preview(tool: CellTool | BoundTool, **arguments: Any) -> Any:
+    """``await preview(tool, ...)``: ``tool.preview(...)`` for a ``%%fusion_tool`` tool, and the same
+    for a decorator tool (``@app.f.query(...).app().handle``), whose ``await tool(...)`` lives in the
+    engine and returns the bare value."""
+    __tracebackhide__ = True
+    if isinstance(tool, CellTool):
+        return await tool.preview(**arguments)
+    if tool.tool.view is None:
+        raise ToolError(INVALID_INPUT, f"Tool {tool.name!r} has no MCP Apps view: build it with .app().")
+    result = await tool.app.call(tool.name, arguments)
+    result.unwrap()  # (an error is raised as ``await tool(...)`` raises it)
+    return _shown(tool.app, tool.name, arguments, result)
+
+
+def _shown(app: Any, name: str, arguments: dict[str, Any], result: CallResult) -> Any:
+    from ..mcp.apps import LocalHost  # (the MCP layer loads only when a preview is asked for)
+
+    local = _local_hosts.get(app)
+    if local is None:
+        local = _local_hosts[app] = LocalHost(app)
+    return widgets.AppPreview(local.shown(name, arguments, result), local.call)
 
 
 def _tool_cell_frames(tb: Any) -> Any:

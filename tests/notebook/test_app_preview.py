@@ -61,3 +61,23 @@ async def test_a_tool_without_a_view_is_refused_in_one_line(kernel):
     await kernel.run('%%fusion_tool plain\n"""No view."""\nreturn 1')
     ran = await kernel.run("await plain.preview()", ok=False)
     assert "has no MCP Apps view" in str(ran.error), ran.error
+
+
+DECORATED = """
+import fusion_nb, pandas as pd
+from fusion_nb.notebook import preview
+
+@fusion_nb.default_app.f.query("sales.small").app().handle
+def sales_small(input, ctx):
+    \"\"\"Three rows.\"\"\"
+    return pd.DataFrame({"day": [0, 1, 2]})
+"""
+
+
+async def test_a_decorator_tool_previews_through_the_same_view(kernel):
+    await kernel.run("%load_ext fusion_nb")
+    await kernel.run(DECORATED)
+    ran = await kernel.run("await preview(sales_small)")
+    [out] = [m["content"]["data"] for m in ran.messages if m["msg_type"] == "execute_result"]
+    state = kernel.widgets[out["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert state["result"]["_meta"]["io.github.fusion-nb/view"]["totalRows"] == 3 and "| day" in out["text/markdown"]
