@@ -2,7 +2,8 @@
 
 A cell runs ``await sales_table.preview(rows=200)``: its output is the table view's own ``ui://``
 HTML in a sandboxed iframe under fusion-nb's anywidget bridge. The view draws the first rows, and
-the next-page button pages through the app-only page tool on the kernel (the rows change). The
+the next-page button pages through the app-only page tool on the kernel (the rows change); a picked row reaches the
+widget's ``model_context`` on the kernel. The
 screenshot goes to ``test-artifacts/browser/lab-app-preview-*.png``. JupyterLab only: Notebook 7
 renders the same widget through the same labextension.
 """
@@ -23,8 +24,10 @@ CELLS = [
     '%%fusion_tool f.query("sales.table").with_integer("rows", "How many rows", default=200).app()\n'
     '"""Daily sales."""\n'
     "return pd.DataFrame({'day': range(input.rows), 'total': [d * 3 for d in range(input.rows)]})",
-    "await sales_table.preview(rows=200)",
+    "(shown := await sales_table.preview(rows=200))",
+    "print(shown.widget.model_context.get('structuredContent'))",
 ]
+PREVIEW = 2
 
 
 @pytest.mark.parametrize("lab", ["lab"], indirect=True)
@@ -38,11 +41,11 @@ def test_the_table_preview_draws_and_pages_through_the_kernel(lab):
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 1100})
             open_notebook(page, f"{base}{path.replace('ui.ipynb', 'preview.ipynb')}?token={TOKEN}")
-            for index in range(len(CELLS)):
+            for index in range(PREVIEW + 1):
                 run_cell(page, index)
                 wait_idle(page)
             started = time.monotonic()
-            out = outputs(page, len(CELLS) - 1)
+            out = outputs(page, PREVIEW)
             out.locator("iframe.fusion-nb-app-preview").wait_for(timeout=30_000)
             view = out.frame_locator("iframe.fusion-nb-app-preview")
             view.get_by_text("1\u201350 of 200").wait_for(timeout=30_000)
@@ -54,6 +57,12 @@ def test_the_table_preview_draws_and_pages_through_the_kernel(lab):
             view.get_by_text("51\u2013100 of 200").wait_for(timeout=30_000)
             first = view.locator("tbody tr").first.locator("td")
             assert [first.nth(0).inner_text(), first.nth(1).inner_text()] == ["50", "150"]
+            view.locator("tbody tr").nth(2).click()  # a picked row: the view's model context, on the kernel
+            view.locator("tbody tr.picked").wait_for(timeout=30_000)
             shot(page, f"{frontend}-app-preview-2-next-page")
+            run_cell(page, PREVIEW + 1)
+            wait_idle(page)
+            printed = outputs(page, PREVIEW + 1).inner_text()
+            assert "'pickedRows': [{'day': 52, 'total': 156}]" in printed, printed
         finally:
             browser.close()
