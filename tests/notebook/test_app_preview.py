@@ -81,3 +81,21 @@ async def test_a_decorator_tool_previews_through_the_same_view(kernel):
     [out] = [m["content"]["data"] for m in ran.messages if m["msg_type"] == "execute_result"]
     state = kernel.widgets[out["application/vnd.jupyter.widget-view+json"]["model_id"]]
     assert state["result"]["_meta"]["io.github.fusion-nb/view"]["totalRows"] == 3 and "| day" in out["text/markdown"]
+
+
+PLOT = (
+    '%%fusion_tool f.query("plot").app("image")\n'
+    '"""A matplotlib figure."""\n'
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "fig, ax = plt.subplots(figsize=(3, 2))\nax.plot([0, 1], [0, 1])\nplt.close(fig)\nreturn fig"
+)
+
+
+async def test_a_figure_preview_keeps_its_png_as_the_fallback(kernel):
+    await kernel.run("%load_ext fusion_nb")
+    await kernel.run(PLOT)
+    ran = await kernel.run("await plot.preview()")
+    [out] = [m["content"]["data"] for m in ran.messages if m["msg_type"] == "execute_result"]
+    assert "application/vnd.jupyter.widget-view+json" in out and out["image/png"].startswith("iVBORw0KGgo"), sorted(out)
+    state = kernel.widgets[out["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert 'const VIEW = "image"' in state["html"] and state["result"]["content"][0]["type"] == "image"
