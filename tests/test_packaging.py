@@ -209,6 +209,8 @@ def test_every_package_of_the_tree_is_in_the_wheel_with_its_typing_marker(built:
     assert not missing, f"packages of the tree left out of the wheel: {missing}"
     assert "fusion_nb/py.typed" in files
     assert "fusion_nb/engine/_backends/__init__.py" in files  # the one 0.1.0 left out
+    # the MCP Apps views and the notebook preview's bridge: read at run time, offline (#49)
+    assert "fusion_nb/mcp/views/view.html" in files and "fusion_nb/widgets/app_preview.js" in files
     # the one data file: it enables the Jupyter server extension wherever the wheel is installed
     version = pyproject()["project"]["version"]
     enabling = f"fusion_nb-{version}.data/data/etc/jupyter/jupyter_server_config.d/fusion_nb.json"

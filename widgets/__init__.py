@@ -13,6 +13,7 @@ from fusion_nb._lazy import lazy_attributes as _lazy_attributes
 
 if _TYPE_CHECKING:
     from .activity import ActivityPanel
+    from .app_preview import AppPreview
     from .call_view import CallView
     from .channel import ShownScriptedAnswers, WidgetInputChannel, make_prompt
     from .fields import FieldInput, flat_fields
@@ -31,6 +32,7 @@ if _TYPE_CHECKING:
 #: fusion-nb where no widget can show (``fusion-nb serve``, headless) never imports ipywidgets
 _HOMES = {
     "ActivityPanel": ".activity",
+    "AppPreview": ".app_preview",
     "CallView": ".call_view",
     "ElicitationForm": ".form",
     "FieldInput": ".fields",
@@ -54,6 +56,7 @@ _HOMES = {
 
 __all__ = [
     "ActivityPanel",
+    "AppPreview",
     "CallView",
     "ElicitationForm",
     "FieldInput",

@@ -36,7 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import CANCELLED, INVALID_INPUT, App, CallResult, Task, Tool, ToolError, tasks_of
-from .convert import result_to_wire, ui_uri
+from .convert import result_to_wire, tool_to_mcp, ui_uri
 from .tasks import opted_in
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "STOP_TOOL",
     "VIEW_META",
     "AppsMiddleware",
+    "LocalHost",
     "Views",
     "declared",
     "ui_uri",
@@ -397,3 +398,51 @@ def _refusal(sentence: str, ctx: ServerRequestContext[Any, Any]) -> dict[str, An
     return result_to_wire(
         CallResult.failure(ToolError(APP_ONLY, sentence)), has_output_schema=True, modern=_modern(ctx)
     )
+
+
+# -- the notebook's preview ----------------------------------------------------------------------
+
+
+class LocalHost:
+    """The server's side of an app-capable host inside the kernel (the notebook's preview, #49 item 4).
+
+    ``shown`` gives what a host gets for an ``.app()`` call (the view's HTML, the tool's list entry,
+    the result on the wire with the view's ``_meta``), as ``AppsMiddleware`` gives it to a client that
+    declared the extension; ``call`` answers the view's ``tools/call`` through the engine, the
+    built-in app-only tools included, so paging a preview reaches only what the tool returned.
+    """
+
+    OWNER = "fusion-nb notebook preview"
+
+    def __init__(self, app: App, views: Views | None = None) -> None:
+        self.app, self.views = app, views or Views()
+        self.tools = view_tools(self.views, app)
+
+    def shown(self, name: str, arguments: dict[str, Any], result: CallResult) -> dict[str, Any]:
+        tool = self.app.get(name)
+        if tool is None or tool.view is None:
+            raise ValueError(f"Tool {name!r} has no MCP Apps view: build it with .app() to preview it.")
+        wire = result_to_wire(result, has_output_schema=tool.output_schema is not None)
+        if not result.is_error:
+            meta = self.views.describe(result.value, self.OWNER, result.structured_content)
+            wire["_meta"] = {**(wire.get("_meta") or {}), VIEW_META: meta}
+        html = view_html(ui_uri(tool.view)) or ""
+        return {
+            "html": html,
+            "tool": tool_to_mcp(tool, apps=True).model_dump(mode="json", by_alias=True, exclude_none=True),
+            "input": arguments,
+            "result": wire,
+            "csp": RESOURCE_META,
+        }
+
+    async def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        """A view's ``tools/call``, validated and run by the engine as any call."""
+        args = arguments if isinstance(arguments, dict) else {"": arguments}
+        builtin = self.tools.get(name)
+        token = _caller.set(self.OWNER)
+        try:
+            result = await (self.tools if builtin is not None else self.app).call(name, args)
+        finally:
+            _caller.reset(token)
+        tool = builtin or self.app.get(name)
+        return result_to_wire(result, has_output_schema=tool is not None and tool.output_schema is not None)

@@ -13,10 +13,14 @@ with one line saying so.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from .. import widgets  # (its modules, ipywidgets among them, load on first use: see widgets/__init__.py)
-from ..engine import CANCELLED, BoundTool, Call, CallStatus
+from ..engine import CANCELLED, INVALID_INPUT, BoundTool, Call, CallResult, CallStatus, ToolError
+
+#: one preview host per served app: a preview's handles live as long as the kernel's app
+_local_hosts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 #: the file names under which tool cells' bodies are compiled (see magics)
 TOOL_CELL_PREFIX = "<fusion-tool-cell-"
@@ -42,6 +46,26 @@ class CellTool:
     async def __call__(self, **arguments: Any) -> Any:
         """Run the tool to its value; interrupting the cell cancels it."""
         __tracebackhide__ = True  # IPython: this frame is ours, not the person's
+        return (await self._run(arguments)).unwrap()
+
+    async def preview(self, **arguments: Any) -> Any:
+        """Run an ``.app()`` tool and show its result in its MCP Apps view, as an agent's user sees it.
+
+        The cell's output is the view's own ``ui://`` HTML under a host-side bridge; the view's
+        paging and job calls come back to this kernel and run through the engine. Where widgets
+        do not render (nbconvert, a saved notebook) the output keeps the result's text and PNG.
+        """
+        __tracebackhide__ = True
+        if self.tool.tool.view is None:
+            raise self._host.quiet(
+                ToolError(INVALID_INPUT, f"Tool {self.name!r} has no MCP Apps view: build it with .app().")
+            )
+        result = await self._run(arguments)
+        return _shown(self._host.app, self.name, arguments, result)
+
+    async def _run(self, arguments: dict[str, Any]) -> CallResult:
+        """The call to its successful result, or the exception the cell shows."""
+        __tracebackhide__ = True
         call = self.start(**arguments)
         for view in widgets.views_for(call.id):  # the cell shows the outcome (an error in a line, a value as Out)
             view.leave_outcome_to_the_cell()
@@ -57,13 +81,36 @@ class CellTool:
             raise self._host.quiet(result.error, await self._host.stopped_line(call))
         if result.error is not None:
             raise self._host.quiet(result.error)
-        return result.unwrap()
+        return result
 
     def __repr__(self) -> str:
         return f"<fusion tool {self.tool.name!r}: await {self._host.binding_name(self.tool)}(...)>"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(widgets.describe_tool(self.tool))
+
+
+async def preview(tool: CellTool | BoundTool, **arguments: Any) -> Any:
+    """``await preview(tool, ...)``: ``tool.preview(...)`` for a ``%%fusion_tool`` tool, and the same
+    for a decorator tool (``@app.f.query(...).app().handle``), whose ``await tool(...)`` lives in the
+    engine and returns the bare value."""
+    __tracebackhide__ = True
+    if isinstance(tool, CellTool):
+        return await tool.preview(**arguments)
+    if tool.tool.view is None:
+        raise ToolError(INVALID_INPUT, f"Tool {tool.name!r} has no MCP Apps view: build it with .app().")
+    result = await tool.app.call(tool.name, arguments)
+    result.unwrap()  # (an error is raised as ``await tool(...)`` raises it)
+    return _shown(tool.app, tool.name, arguments, result)
+
+
+def _shown(app: Any, name: str, arguments: dict[str, Any], result: CallResult) -> Any:
+    from ..mcp.apps import LocalHost  # (the MCP layer loads only when a preview is asked for)
+
+    local = _local_hosts.get(app)
+    if local is None:
+        local = _local_hosts[app] = LocalHost(app)
+    return widgets.AppPreview(local.shown(name, arguments, result), local.call)
 
 
 def _tool_cell_frames(tb: Any) -> Any:
