@@ -84,7 +84,9 @@ class Agent:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             self.number += 1
-            self.last = rpc(self.url, self.token, "tasks/get", {"taskId": self.task_id}, self.number)
+            self.last = rpc(  # (SEP-2663: each tasks/* request declares the extension)
+                self.url, self.token, "tasks/get", {"taskId": self.task_id}, self.number, extensions={EXTENSION: {}}
+            )
             status = self.last["status"]
             if not self.seen or self.seen[-1] != status:
                 self.seen.append(status)
