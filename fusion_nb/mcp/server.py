@@ -131,24 +131,15 @@ class FusionServer(Server[Any]):
         keys = options.request_state_keys
         cursors = Cursors(keys[0] if keys else None)  # (one endpoint's workers share it: each reads the others')
         page_size = options.page_size or PAGE_SIZE
-        self.tool_pages = ListPages(
-            "tools/list",
-            types.ListToolsResult,
-            "tools",
-            self._tools,
-            page_size=page_size,
-            cursors=cursors,
-            stamp=self._stamp,
-        )
-        app_tool_pages = ListPages(
-            "tools/list",
-            types.ListToolsResult,
-            "tools",
-            self._app_tools,
-            page_size=page_size,
-            cursors=cursors,
-            stamp=self._stamp,
-        )
+
+        def tool_list(source: Callable[[], list[types.Tool]]) -> ListPages:
+            kind = types.ListToolsResult
+            return ListPages(
+                "tools/list", kind, "tools", source, page_size=page_size, cursors=cursors, stamp=self._stamp
+            )
+
+        self.tool_pages = tool_list(self._tools)
+        app_tool_pages = tool_list(self._app_tools)  # (a client that declared MCP Apps)
         self.apps = apps = AppsMiddleware(app, Views(), PageMiddleware([app_tool_pages]), owner_of)
         self.log_levels = LogLevels()  # what each 2025 connection chose with logging/setLevel
         super().__init__(
